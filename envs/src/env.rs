@@ -1,0 +1,133 @@
+use crate::Space;
+
+/// One environment's action, as the flat values of its action space.
+#[derive(Debug, Clone, Copy)]
+pub enum Action<'a> {
+    /// `Discrete` (one value) or `MultiDiscrete` (one per component).
+    Discrete(&'a [i64]),
+    /// `Box` actions.
+    Continuous(&'a [f32]),
+}
+
+impl Action<'_> {
+    /// The single integer of a `Discrete` action; panics on any other kind (a caller bug).
+    pub fn discrete(&self) -> usize {
+        match self {
+            Action::Discrete([a]) => *a as usize,
+            other => panic!("expected one discrete action, got {other:?}"),
+        }
+    }
+}
+
+/// A finished episode's undiscounted return and length (gymnasium's `info["episode"]`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Episode {
+    pub r: f64,
+    pub l: u64,
+}
+
+/// What one `step` returns besides the observation, which is written in place.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Step {
+    pub reward: f64,
+    pub terminated: bool,
+    pub truncated: bool,
+    /// Set by `RecordEpisodeStatistics` on the step that ends an episode; wrappers outside it
+    /// pass it through.
+    pub episode: Option<Episode>,
+}
+
+/// A single environment, shaped like gymnasium's `Env`: `reset` seeds the env's own RNG when
+/// given a seed (and keeps drawing from it otherwise); observations are written into `obs`,
+/// a slice of `observation_space().flat_dim()` values, so stepping allocates nothing.
+pub trait Env: Send {
+    fn observation_space(&self) -> Space;
+    fn action_space(&self) -> Space;
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]);
+    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step;
+}
+
+impl Env for Box<dyn Env> {
+    fn observation_space(&self) -> Space {
+        (**self).observation_space()
+    }
+    fn action_space(&self) -> Space {
+        (**self).action_space()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+        (**self).reset(seed, obs)
+    }
+    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+        (**self).step(action, obs)
+    }
+}
+
+/// gymnasium's `TimeLimit`: truncates the episode after `max_steps` steps.
+pub struct TimeLimit<E> {
+    inner: E,
+    max_steps: u32,
+    elapsed: u32,
+}
+
+impl<E: Env> TimeLimit<E> {
+    pub fn new(inner: E, max_steps: u32) -> Self {
+        TimeLimit { inner, max_steps, elapsed: 0 }
+    }
+}
+
+impl<E: Env> Env for TimeLimit<E> {
+    fn observation_space(&self) -> Space {
+        self.inner.observation_space()
+    }
+    fn action_space(&self) -> Space {
+        self.inner.action_space()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+        self.elapsed = 0;
+        self.inner.reset(seed, obs)
+    }
+    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+        let mut step = self.inner.step(action, obs);
+        self.elapsed += 1;
+        step.truncated |= self.elapsed >= self.max_steps;
+        step
+    }
+}
+
+/// gymnasium's `RecordEpisodeStatistics`: sums the rewards it sees and reports the return and
+/// length on the step that ends the episode. Where it sits in a wrapper stack decides what it
+/// measures (innermost on Atari: the raw game score).
+pub struct RecordEpisodeStatistics<E> {
+    inner: E,
+    ret: f64,
+    len: u64,
+}
+
+impl<E: Env> RecordEpisodeStatistics<E> {
+    pub fn new(inner: E) -> Self {
+        RecordEpisodeStatistics { inner, ret: 0.0, len: 0 }
+    }
+}
+
+impl<E: Env> Env for RecordEpisodeStatistics<E> {
+    fn observation_space(&self) -> Space {
+        self.inner.observation_space()
+    }
+    fn action_space(&self) -> Space {
+        self.inner.action_space()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+        (self.ret, self.len) = (0.0, 0);
+        self.inner.reset(seed, obs)
+    }
+    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+        let mut step = self.inner.step(action, obs);
+        self.ret += step.reward;
+        self.len += 1;
+        if step.terminated || step.truncated {
+            step.episode = Some(Episode { r: self.ret, l: self.len });
+            (self.ret, self.len) = (0.0, 0);
+        }
+        step
+    }
+}

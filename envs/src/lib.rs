@@ -1,0 +1,42 @@
+//! Gymnasium-shaped environments for the ppo-details binaries.
+//!
+//! The crate is deliberately thin: spaces, a single-env trait with the standard wrappers, a
+//! vectorized env with gymnasium 0.29's auto-reset, and native environments written to match
+//! their gymnasium references step for step (see `tests/golden.rs`).
+
+mod classic;
+mod env;
+mod spaces;
+mod vector;
+
+pub use classic::{Acrobot, CartPole, MountainCar};
+pub use env::{Action, Env, Episode, RecordEpisodeStatistics, Step, TimeLimit};
+pub use spaces::Space;
+pub use vector::{FinishedEpisode, VecEnv};
+
+/// The environment ids `make` knows, with gymnasium's `max_episode_steps` for each.
+pub const KNOWN_ENVS: &[(&str, u32)] = &[("CartPole-v1", 500), ("Acrobot-v1", 500), ("MountainCar-v0", 200)];
+
+/// An id that `make` does not know; its message lists the ids it does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownEnv(pub String);
+
+impl std::fmt::Display for UnknownEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let known: Vec<&str> = KNOWN_ENVS.iter().map(|(id, _)| *id).collect();
+        write!(f, "unknown env id '{}'; known ids: {}", self.0, known.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownEnv {}
+
+/// `gym.make(id)`: the environment inside its `TimeLimit`, as gymnasium registers it.
+pub fn make(id: &str) -> Result<Box<dyn Env>, UnknownEnv> {
+    let &(_, max_steps) = KNOWN_ENVS.iter().find(|(known, _)| *known == id).ok_or_else(|| UnknownEnv(id.to_string()))?;
+    Ok(match id {
+        "CartPole-v1" => Box::new(TimeLimit::new(CartPole::new(), max_steps)),
+        "Acrobot-v1" => Box::new(TimeLimit::new(Acrobot::new(), max_steps)),
+        "MountainCar-v0" => Box::new(TimeLimit::new(MountainCar::new(), max_steps)),
+        _ => unreachable!("every id in KNOWN_ENVS has a constructor"),
+    })
+}

@@ -1,0 +1,44 @@
+/// Observation and action spaces, as gymnasium's `spaces` describe them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Space {
+    /// One integer action in `0..n`.
+    Discrete(usize),
+    /// One integer per component, component `i` in `0..nvec[i]`.
+    MultiDiscrete(Vec<usize>),
+    /// A box of f32 values with per-element bounds (row-major, `shape.iter().product()` long).
+    Box { shape: Vec<usize>, low: Vec<f32>, high: Vec<f32> },
+}
+
+impl Space {
+    /// A box whose every element has the same bounds.
+    pub fn uniform_box(shape: &[usize], low: f32, high: f32) -> Space {
+        let n = shape.iter().product();
+        Space::Box { shape: shape.to_vec(), low: vec![low; n], high: vec![high; n] }
+    }
+
+    /// A box with the given per-element bounds (a 1-D shape).
+    pub fn bounded_box(low: Vec<f32>, high: Vec<f32>) -> Space {
+        assert_eq!(low.len(), high.len(), "box bounds must have the same length");
+        Space::Box { shape: vec![low.len()], low, high }
+    }
+
+    /// Number of values in one flat sample: 1 for Discrete, one per component otherwise.
+    pub fn flat_dim(&self) -> usize {
+        match self {
+            Space::Discrete(_) => 1,
+            Space::MultiDiscrete(nvec) => nvec.len(),
+            Space::Box { shape, .. } => shape.iter().product(),
+        }
+    }
+
+    /// Whether a flat sample lies in the space.
+    pub fn contains_discrete(&self, values: &[i64]) -> bool {
+        match self {
+            Space::Discrete(n) => values.len() == 1 && (0..*n as i64).contains(&values[0]),
+            Space::MultiDiscrete(nvec) => {
+                values.len() == nvec.len() && values.iter().zip(nvec).all(|(v, n)| (0..*n as i64).contains(v))
+            }
+            Space::Box { .. } => false,
+        }
+    }
+}
