@@ -1,4 +1,555 @@
+//! # ppo: PPO on classic control, the root of the family
+//!
+//! CleanRL's `ppo.py` in Rust on `tch`: the 13 core implementation details of "The 37
+//! Implementation Details of PPO", each tagged `// Core N: ...`, and target-KL early stopping
+//! (`// Aux 3: ...`). Every other variant is a diff of this file (see `diffs/`).
+//!
+//! Run: `cargo run --release --bin ppo -- --env-id CartPole-v1 --seed 1`
+//! Writes `runs/<env-id>__<exp-name>__<seed>__<unix-time>/`: args.json, episodes.csv and
+//! updates.csv (CleanRL's metric names, plus debug columns), and with `--save-model` the
+//! weights and eval.csv.
+
+use clap::{ArgAction, Parser};
+use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::Instant;
+use tch::nn::{self, Module, OptimizerConfig};
+use tch::{Device, Kind, Tensor};
+
+#[derive(Parser, Debug, serde::Serialize)]
+#[command(about = "PPO on classic control (CartPole-v1), after CleanRL's ppo.py")]
+struct Args {
+    /// the name of this experiment (part of the run directory's name)
+    #[arg(long, default_value = "ppo")]
+    exp_name: String,
+    /// seed of the experiment (envs get seed + i, torch gets seed)
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// ask libtorch for deterministic algorithms (`--torch-deterministic false` to allow others)
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
+    torch_deterministic: bool,
+    /// use CUDA when a GPU is present (`--cuda false` for the CPU)
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
+    cuda: bool,
+    /// libtorch intra-op threads (1 is fastest for these small networks on CPU)
+    #[arg(long, default_value_t = 1)]
+    torch_threads: i32,
+    /// save the weights to the run directory, then evaluate them for 10 episodes
+    #[arg(long)]
+    save_model: bool,
+    /// the id of the environment (CartPole-v1, Acrobot-v1, MountainCar-v0)
+    #[arg(long, default_value = "CartPole-v1")]
+    env_id: String,
+    /// total timesteps of the experiment
+    #[arg(long, default_value_t = 500_000)]
+    total_timesteps: u64,
+    /// the learning rate of the optimizer
+    #[arg(long, default_value_t = 2.5e-4)]
+    learning_rate: f64,
+    /// the number of parallel game environments
+    #[arg(long, default_value_t = 4)]
+    num_envs: usize,
+    /// the number of steps to run in each environment per policy rollout
+    #[arg(long, default_value_t = 128)]
+    num_steps: usize,
+    /// anneal the learning rate linearly to 0 over the run
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
+    anneal_lr: bool,
+    /// the discount factor gamma
+    #[arg(long, default_value_t = 0.99)]
+    gamma: f64,
+    /// the lambda for the general advantage estimation
+    #[arg(long, default_value_t = 0.95)]
+    gae_lambda: f64,
+    /// the number of mini-batches
+    #[arg(long, default_value_t = 4)]
+    num_minibatches: usize,
+    /// the K epochs to update the policy
+    #[arg(long, default_value_t = 4)]
+    update_epochs: usize,
+    /// normalize the advantages per minibatch
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
+    norm_adv: bool,
+    /// the surrogate clipping coefficient
+    #[arg(long, default_value_t = 0.2)]
+    clip_coef: f64,
+    /// use a clipped loss for the value function, as in the paper
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
+    clip_vloss: bool,
+    /// coefficient of the entropy bonus
+    #[arg(long, default_value_t = 0.01)]
+    ent_coef: f64,
+    /// coefficient of the value function loss
+    #[arg(long, default_value_t = 0.5)]
+    vf_coef: f64,
+    /// the maximum norm for the gradient clipping
+    #[arg(long, default_value_t = 0.5)]
+    max_grad_norm: f64,
+    /// the target KL divergence threshold (off when not given)
+    #[arg(long)]
+    target_kl: Option<f64>,
+}
+
+/// Rejects flag combinations that cannot run, before anything is written.
+fn check_args(a: &Args) -> Result<(), String> {
+    let batch = a.num_envs * a.num_steps;
+    if a.num_envs == 0 || a.num_steps == 0 || a.num_minibatches == 0 || a.update_epochs == 0 {
+        return Err("--num-envs, --num-steps, --num-minibatches and --update-epochs must be positive".into());
+    }
+    if batch % a.num_minibatches != 0 {
+        return Err(format!("--num-envs x --num-steps ({batch}) must be divisible by --num-minibatches ({})", a.num_minibatches));
+    }
+    if a.total_timesteps < batch as u64 {
+        return Err(format!("--total-timesteps ({}) is below one batch (--num-envs x --num-steps = {batch})", a.total_timesteps));
+    }
+    if !(a.learning_rate > 0.0) {
+        return Err(format!("--learning-rate must be positive, got {}", a.learning_rate));
+    }
+    if a.torch_threads < 1 {
+        return Err("--torch-threads must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordEpisodeStatistics`.
+fn make_env(env_id: &str) -> Result<Box<dyn Env>, envs::UnknownEnv> {
+    Ok(Box::new(RecordEpisodeStatistics::new(envs::make(env_id)?)))
+}
+
+/// Core 2: orthogonal weight init with the given gain, zero biases.
+fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
+    let config = nn::LinearConfig { ws_init: nn::Init::Orthogonal { gain: std }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
+    nn::linear(p, in_dim, out_dim, config)
+}
+
+// Core 13: separate policy and value networks
+struct Agent {
+    critic: nn::Sequential,
+    actor: nn::Sequential,
+}
+
+impl Agent {
+    fn new(p: &nn::Path, obs_dim: i64, n_actions: i64) -> Agent {
+        let s2 = 2f64.sqrt();
+        let (c, a) = (p / "critic", p / "actor");
+        let critic = nn::seq()
+            .add(layer_init(&c / 0, obs_dim, 64, s2))
+            .add_fn(|x| x.tanh())
+            .add(layer_init(&c / 2, 64, 64, s2))
+            .add_fn(|x| x.tanh())
+            .add(layer_init(&c / 4, 64, 1, 1.0));
+        let actor = nn::seq()
+            .add(layer_init(&a / 0, obs_dim, 64, s2))
+            .add_fn(|x| x.tanh())
+            .add(layer_init(&a / 2, 64, 64, s2))
+            .add_fn(|x| x.tanh())
+            .add(layer_init(&a / 4, 64, n_actions, 0.01));
+        Agent { critic, actor }
+    }
+
+    fn get_value(&self, x: &Tensor) -> Tensor {
+        self.critic.forward(x)
+    }
+
+    /// Samples an action when none is given; returns (action, log-prob, entropy, value).
+    fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
+        let logits = self.actor.forward(x);
+        let log_probs = logits.log_softmax(-1, Kind::Float);
+        let action = match action {
+            Some(a) => a.shallow_clone(),
+            None => log_probs.exp().multinomial(1, true).squeeze_dim(-1),
+        };
+        let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
+        let entropy = -(log_probs.exp() * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
+        (action, log_prob, entropy, self.get_value(x))
+    }
+}
+
 fn main() {
-    let t = tch::Tensor::from_slice(&[1.0f32, 2.0]);
-    println!("{}", f64::try_from(t.sum(tch::Kind::Float)).unwrap());
+    let args = Args::parse();
+    // Bad input: one line naming the problem, exit code 2, nothing written.
+    let env_fns = check_args(&args).and_then(|()| (0..args.num_envs).map(|_| make_env(&args.env_id).map_err(|e| e.to_string())).collect());
+    let env_fns: Vec<Box<dyn Env>> = env_fns.unwrap_or_else(|e| fail(2, e));
+    let batch_size = args.num_envs * args.num_steps;
+    let minibatch_size = batch_size / args.num_minibatches;
+    let num_iterations = args.total_timesteps as usize / batch_size;
+    let start_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.exp_name, args.seed, start_unix);
+
+    // seeding
+    tch::manual_seed(args.seed as i64);
+    tch::set_num_threads(args.torch_threads);
+    tch::Cuda::cudnn_set_benchmark(!args.torch_deterministic);
+    let device = if args.cuda { Device::cuda_if_available() } else { Device::Cpu };
+
+    // env setup: Core 1: vectorized architecture
+    let mut envs = VecEnv::new(env_fns);
+    let (obs_dim, n_actions) = match (envs.single_observation_space(), envs.single_action_space()) {
+        (Space::Box { shape, .. }, Space::Discrete(n)) if shape.len() == 1 => (shape[0] as i64, n as i64),
+        (o, a) => fail(2, format!("ppo needs a 1-D Box observation and a Discrete action space, {} has {o:?} and {a:?}", args.env_id)),
+    };
+    let vs = nn::VarStore::new(device);
+    let agent = Agent::new(&vs.root(), obs_dim, n_actions);
+    // Core 3: Adam with epsilon 1e-5
+    let adam = nn::Adam { eps: 1e-5, ..Default::default() };
+    let mut optimizer = adam.build(&vs, args.learning_rate).unwrap_or_else(|e| fail(1, e));
+
+    let run_dir = std::path::Path::new("runs").join(&run_name);
+    let mut log = RunLog::create(&run_dir, &args).unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
+
+    // storage, on the device
+    let (t, n) = (args.num_steps as i64, args.num_envs as i64);
+    let obs = Tensor::zeros([t, n, obs_dim], (Kind::Float, device));
+    let actions = Tensor::zeros([t, n], (Kind::Int64, device));
+    let logprobs = Tensor::zeros([t, n], (Kind::Float, device));
+    let rewards = Tensor::zeros([t, n], (Kind::Float, device));
+    let dones = Tensor::zeros([t, n], (Kind::Float, device));
+    let values = Tensor::zeros([t, n], (Kind::Float, device));
+
+    // start the game
+    let mut global_step = 0u64;
+    let start_time = Instant::now();
+    envs.reset(Some(args.seed));
+    let mut next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
+    let mut next_done = Tensor::zeros([n], (Kind::Float, device));
+    let mut action_buf = vec![0i64; args.num_envs];
+    let mut done_buf = vec![0f32; args.num_envs];
+    let mut progress = Progress::new(num_iterations as u64 * batch_size as u64);
+
+    for iteration in 1..=num_iterations {
+        let collect_start = Instant::now();
+        // Core 4: learning-rate annealing, linearly to 0
+        let lr = if args.anneal_lr { (1.0 - (iteration as f64 - 1.0) / num_iterations as f64) * args.learning_rate } else { args.learning_rate };
+        optimizer.set_lr(lr);
+
+        for step in 0..args.num_steps as i64 {
+            global_step += args.num_envs as u64;
+            obs.get(step).copy_(&next_obs);
+            dones.get(step).copy_(&next_done);
+            let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
+            values.get(step).copy_(&value.view([n]));
+            actions.get(step).copy_(&action);
+            logprobs.get(step).copy_(&logprob);
+
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, args.num_envs);
+            envs.step(Action::Discrete(&action_buf));
+            rewards.get(step).copy_(&Tensor::from_slice(&envs.rewards));
+            // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
+            for (d, (term, trunc)) in done_buf.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
+                *d = (*term || *trunc) as u8 as f32;
+            }
+            next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
+            next_done = Tensor::from_slice(&done_buf).to_device(device);
+            for ep in &envs.finished {
+                log.episode(global_step, ep.r, ep.l);
+                progress.episode(ep.r);
+            }
+        }
+
+        // Core 5: GAE, computed on host copies (a short sequential loop is cheapest there)
+        let next_value = tch::no_grad(|| agent.get_value(&next_obs)).view([n]);
+        let host = |x: &Tensor| Vec::<f32>::try_from(x.flatten(0, -1).to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e));
+        let (r, v, d, nv, nd) = (host(&rewards), host(&values), host(&dones), host(&next_value), host(&next_done));
+        let mut adv = vec![0f32; batch_size];
+        let (gamma, lambda, ne) = (args.gamma as f32, args.gae_lambda as f32, args.num_envs);
+        for e in 0..ne {
+            let mut lastgaelam = 0f32;
+            for s in (0..args.num_steps).rev() {
+                let i = s * ne + e;
+                // bootstrap from the next value unless the episode ended at the next step
+                let (nextnonterminal, nextvalues) = if s == args.num_steps - 1 { (1.0 - nd[e], nv[e]) } else { (1.0 - d[i + ne], v[i + ne]) };
+                let delta = r[i] + gamma * nextvalues * nextnonterminal - v[i];
+                lastgaelam = delta + gamma * lambda * nextnonterminal * lastgaelam;
+                adv[i] = lastgaelam;
+            }
+        }
+        let ret: Vec<f32> = adv.iter().zip(&v).map(|(a, v)| a + v).collect();
+        let advantages = Tensor::from_slice(&adv).to_device(device);
+        let returns = Tensor::from_slice(&ret).to_device(device);
+
+        // flatten the batch
+        let b_obs = obs.view([-1, obs_dim]);
+        let b_logprobs = logprobs.view([-1]);
+        let b_actions = actions.view([-1]);
+        let b_values = values.view([-1]);
+        let collection_seconds = collect_start.elapsed().as_secs_f64();
+
+        // Optimizing the policy and value network
+        let learn_start = Instant::now();
+        let mut clipfracs = Vec::new();
+        let mut first_mb = (Tensor::from(0f32), Tensor::from(0f32));
+        let mut last = None;
+        for epoch in 0..args.update_epochs {
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch
+            let b_inds = Tensor::randperm(batch_size as i64, (Kind::Int64, device));
+            for start in (0..batch_size).step_by(minibatch_size) {
+                let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
+                let mb_obs = b_obs.index_select(0, &mb_inds);
+                let mb_actions = b_actions.index_select(0, &mb_inds);
+                let (_, newlogprob, entropy, newvalue) = agent.get_action_and_value(&mb_obs, Some(&mb_actions));
+                let logratio = &newlogprob - b_logprobs.index_select(0, &mb_inds);
+                let ratio = logratio.exp();
+
+                // Core 12: debug variables
+                let (old_approx_kl, approx_kl, clipfrac) = tch::no_grad(|| {
+                    let old_approx_kl = (-&logratio).mean(Kind::Float);
+                    let approx_kl = ((&ratio - 1.0) - &logratio).mean(Kind::Float);
+                    let clipfrac = (&ratio - 1.0).abs().gt(args.clip_coef).to_kind(Kind::Float).mean(Kind::Float);
+                    if epoch == 0 && start == 0 {
+                        // the policy has not moved yet: the ratio must be exactly 1 here
+                        first_mb = ((&ratio - 1.0).abs().max(), clipfrac.shallow_clone());
+                    }
+                    (old_approx_kl, approx_kl, clipfrac)
+                });
+                clipfracs.push(clipfrac);
+
+                let mut mb_advantages = advantages.index_select(0, &mb_inds);
+                if args.norm_adv {
+                    // Core 7: per-minibatch advantage normalization
+                    mb_advantages = (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
+                }
+
+                // Core 8: clipped surrogate objective
+                let pg_loss1 = -&mb_advantages * &ratio;
+                let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - args.clip_coef, 1.0 + args.clip_coef);
+                let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
+
+                let newvalue = newvalue.view([-1]);
+                let mb_returns = returns.index_select(0, &mb_inds);
+                let v_loss = if args.clip_vloss {
+                    // Core 9: value-function loss clipping
+                    let mb_values = b_values.index_select(0, &mb_inds);
+                    let v_loss_unclipped = (&newvalue - &mb_returns).square();
+                    let v_clipped = &mb_values + (&newvalue - &mb_values).clamp(-args.clip_coef, args.clip_coef);
+                    let v_loss_clipped = (v_clipped - &mb_returns).square();
+                    0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
+                } else {
+                    0.5 * (&newvalue - &mb_returns).square().mean(Kind::Float)
+                };
+
+                // Core 10: one loss with an entropy bonus, one optimizer
+                let entropy_loss = entropy.mean(Kind::Float);
+                let loss: Tensor = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
+
+                optimizer.zero_grad();
+                loss.backward();
+                // Core 11: global gradient-norm clipping
+                let grad_norm = clip_grad_norm(&vs, args.max_grad_norm);
+                optimizer.step();
+                last = Some((pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss));
+            }
+            // Aux 3: early stopping once the KL of the last minibatch passes the target
+            if let (Some(target), Some(l)) = (args.target_kl, &last) {
+                if f64::try_from(&l.4).unwrap_or(f64::NAN) > target {
+                    break;
+                }
+            }
+        }
+        let Some((pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss)) = last else { unreachable!("at least one minibatch") };
+
+        let explained_var = explained_variance(&v, &ret);
+        let scalar = |x: &Tensor| f64::try_from(x).unwrap_or(f64::NAN);
+        let row = UpdateRow {
+            iteration,
+            global_step,
+            learning_rate: lr,
+            value_loss: scalar(&v_loss),
+            policy_loss: scalar(&pg_loss),
+            entropy: scalar(&entropy_loss),
+            old_approx_kl: scalar(&old_approx_kl),
+            approx_kl: scalar(&approx_kl),
+            clipfrac: scalar(&Tensor::stack(&clipfracs, 0).mean(Kind::Float)),
+            explained_variance: explained_var,
+            sps: (global_step as f64 / start_time.elapsed().as_secs_f64()) as u64,
+            first_mb_max_ratio_dev: scalar(&first_mb.0),
+            first_mb_clipfrac: scalar(&first_mb.1),
+            grad_norm: scalar(&grad_norm),
+            collection_seconds,
+            learning_seconds: learn_start.elapsed().as_secs_f64(),
+        };
+        log.update(&row).unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
+        progress.update(iteration, num_iterations, global_step, row.sps);
+        if !scalar(&loss).is_finite() {
+            fail(1, format!("the loss became non-finite at update {iteration}; metrics so far are in {}; try a lower --learning-rate", run_dir.display()));
+        }
+    }
+    progress.finish();
+
+    if args.save_model {
+        let model_path = run_dir.join(format!("{}.safetensors", args.exp_name));
+        // write to a temporary file, then rename: a crash never leaves a half-written model
+        let tmp_path = run_dir.join(format!("{}.tmp.safetensors", args.exp_name));
+        vs.save(&tmp_path).and_then(|()| Ok(std::fs::rename(&tmp_path, &model_path)?)).unwrap_or_else(|e| fail(1, format!("cannot save {}: {e}", model_path.display())));
+        println!("model saved to {}", model_path.display());
+        let returns = evaluate(&model_path, &args, obs_dim, n_actions, device, 10).unwrap_or_else(|e| fail(1, e));
+        log.eval(&returns).unwrap_or_else(|e| fail(1, format!("cannot write eval.csv: {e}")));
+        println!("eval: mean episodic return {:.1} over {} episodes", returns.iter().sum::<f64>() / returns.len() as f64, returns.len());
+    }
+}
+
+/// 1 - Var[returns - values] / Var[returns] (population variances; NaN when returns are constant).
+fn explained_variance(y_pred: &[f32], y_true: &[f32]) -> f64 {
+    let var = |xs: &[f64]| {
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64
+    };
+    let y: Vec<f64> = y_true.iter().map(|&y| y as f64).collect();
+    let residual: Vec<f64> = y_true.iter().zip(y_pred).map(|(&y, &p)| (y - p) as f64).collect();
+    let var_y = var(&y);
+    if var_y == 0.0 { f64::NAN } else { 1.0 - var(&residual) / var_y }
+}
+
+/// Core 11: scales all gradients together so their global L2 norm is at most `max_norm`;
+/// returns the norm before clipping. Stays on the device (no host sync per minibatch).
+fn clip_grad_norm(vs: &nn::VarStore, max_norm: f64) -> Tensor {
+    tch::no_grad(|| {
+        let grads: Vec<Tensor> = vs.trainable_variables().iter().map(|p| p.grad()).collect();
+        let norms: Vec<Tensor> = grads.iter().map(|g| g.norm()).collect();
+        let total_norm = Tensor::stack(&norms, 0).norm();
+        let clip_coef = (max_norm / (&total_norm + 1e-6)).clamp_max(1.0);
+        for mut g in grads {
+            let _ = g.g_mul_(&clip_coef);
+        }
+        total_norm
+    })
+}
+
+/// Loads the saved weights into a fresh agent and plays `episodes` episodes with sampled actions.
+fn evaluate(path: &std::path::Path, args: &Args, obs_dim: i64, n_actions: i64, device: Device, episodes: usize) -> Result<Vec<f64>, String> {
+    let mut vs = nn::VarStore::new(device);
+    let agent = Agent::new(&vs.root(), obs_dim, n_actions);
+    vs.load(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+    let mut env = VecEnv::new(vec![make_env(&args.env_id).map_err(|e| e.to_string())?]);
+    env.reset(Some(args.seed));
+    let mut returns = Vec::new();
+    let mut action = [0i64];
+    while returns.len() < episodes {
+        let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
+        let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
+        a.to_device(Device::Cpu).copy_data(&mut action, 1);
+        env.step(Action::Discrete(&action));
+        returns.extend(env.finished.iter().map(|ep| ep.r));
+    }
+    Ok(returns)
+}
+
+// ---- logging: plain CSV files in the run directory, flushed every update ----
+
+struct UpdateRow {
+    iteration: usize,
+    global_step: u64,
+    learning_rate: f64,
+    value_loss: f64,
+    policy_loss: f64,
+    entropy: f64,
+    old_approx_kl: f64,
+    approx_kl: f64,
+    clipfrac: f64,
+    explained_variance: f64,
+    sps: u64,
+    first_mb_max_ratio_dev: f64,
+    first_mb_clipfrac: f64,
+    grad_norm: f64,
+    collection_seconds: f64,
+    learning_seconds: f64,
+}
+
+struct RunLog {
+    dir: std::path::PathBuf,
+    episodes: csv::Writer<std::fs::File>,
+    updates: csv::Writer<std::fs::File>,
+}
+
+impl RunLog {
+    fn create(dir: &std::path::Path, args: &Args) -> std::io::Result<RunLog> {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("args.json"), serde_json::to_string_pretty(args)? + "\n")?;
+        let mut episodes = csv::Writer::from_path(dir.join("episodes.csv"))?;
+        episodes.write_record(["global_step", "charts/episodic_return", "charts/episodic_length"])?;
+        let mut updates = csv::Writer::from_path(dir.join("updates.csv"))?;
+        updates.write_record([
+            "iteration", "global_step", "charts/learning_rate", "losses/value_loss", "losses/policy_loss", "losses/entropy",
+            "losses/old_approx_kl", "losses/approx_kl", "losses/clipfrac", "losses/explained_variance", "charts/SPS",
+            "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "debug/unclipped_grad_norm",
+            "timing/collection_seconds", "timing/learning_seconds",
+        ])?;
+        Ok(RunLog { dir: dir.to_path_buf(), episodes, updates })
+    }
+
+    fn episode(&mut self, global_step: u64, r: f64, l: u64) {
+        // a failed episode row surfaces at the next update's flush
+        let _ = self.episodes.write_record(&[global_step.to_string(), r.to_string(), l.to_string()]);
+    }
+
+    fn update(&mut self, u: &UpdateRow) -> std::io::Result<()> {
+        let fields = [
+            u.iteration as f64, u.global_step as f64, u.learning_rate, u.value_loss, u.policy_loss, u.entropy, u.old_approx_kl,
+            u.approx_kl, u.clipfrac, u.explained_variance, u.sps as f64, u.first_mb_max_ratio_dev, u.first_mb_clipfrac,
+            u.grad_norm, u.collection_seconds, u.learning_seconds,
+        ];
+        self.updates.write_record(fields.iter().map(|x| x.to_string()))?;
+        self.updates.flush()?;
+        self.episodes.flush()
+    }
+
+    fn eval(&mut self, returns: &[f64]) -> std::io::Result<()> {
+        let mut w = csv::Writer::from_path(self.dir.join("eval.csv"))?;
+        w.write_record(["episode", "eval/episodic_return"])?;
+        for (i, r) in returns.iter().enumerate() {
+            w.write_record(&[i.to_string(), r.to_string()])?;
+        }
+        w.flush()
+    }
+}
+
+/// A progress bar on a terminal; a plain line every 2% of the run otherwise.
+struct Progress {
+    bar: Option<ProgressBar>,
+    recent: std::collections::VecDeque<f64>,
+}
+
+impl Progress {
+    fn new(total_steps: u64) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let style = ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} steps {msg}").expect("valid template");
+            ProgressBar::new(total_steps).with_style(style)
+        });
+        Progress { bar, recent: Default::default() }
+    }
+
+    fn episode(&mut self, r: f64) {
+        self.recent.push_back(r);
+        if self.recent.len() > 20 {
+            self.recent.pop_front();
+        }
+    }
+
+    fn update(&self, iteration: usize, num_iterations: usize, global_step: u64, sps: u64) {
+        let recent = &self.recent;
+        let mean = if recent.is_empty() { f64::NAN } else { recent.iter().sum::<f64>() / recent.len() as f64 };
+        let msg = format!("SPS {sps}, return (last 20) {mean:.1}");
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(global_step);
+                bar.set_message(msg);
+            }
+            None if iteration % num_iterations.div_ceil(50) == 0 || iteration == num_iterations => {
+                println!("update {iteration}/{num_iterations}, global_step {global_step}, {msg}");
+            }
+            None => {}
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish();
+        }
+    }
+}
+
+/// Prints one line and exits: 2 for bad input, 1 for failures while running.
+fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
+    eprintln!("error: {msg}");
+    std::process::exit(code)
 }
