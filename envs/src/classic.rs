@@ -77,9 +77,9 @@ impl Env for CartPole {
         let [x, x_dot, theta, theta_dot] = self.state;
         let force = if action.discrete() == 1 { Self::FORCE_MAG } else { -Self::FORCE_MAG };
         let (costheta, sintheta) = (theta.cos(), theta.sin());
-        let temp = (force + polemass_length * theta_dot * theta_dot * sintheta) / total_mass;
+        let temp = (force + polemass_length * theta_dot.powi(2) * sintheta) / total_mass;
         let thetaacc = (Self::GRAVITY * sintheta - costheta * temp)
-            / (Self::LENGTH * (4.0 / 3.0 - Self::MASSPOLE * costheta * costheta / total_mass));
+            / (Self::LENGTH * (4.0 / 3.0 - Self::MASSPOLE * costheta.powi(2) / total_mass));
         let xacc = temp - polemass_length * thetaacc * costheta / total_mass;
         self.state = [
             x + Self::TAU * x_dot,
@@ -190,7 +190,8 @@ impl Env for Acrobot {
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
         rng_from(seed, &mut self.rng);
         for s in &mut self.state {
-            *s = self.rng.gen_range(-0.1..0.1);
+            // gymnasium stores Acrobot's start state as float32
+            *s = self.rng.gen_range(-0.1f32..0.1) as f64;
         }
         self.write_obs(obs);
     }

@@ -31,14 +31,4 @@ impl Space {
         }
     }
 
-    /// Whether a flat sample lies in the space.
-    pub fn contains_discrete(&self, values: &[i64]) -> bool {
-        match self {
-            Space::Discrete(n) => values.len() == 1 && (0..*n as i64).contains(&values[0]),
-            Space::MultiDiscrete(nvec) => {
-                values.len() == nvec.len() && values.iter().zip(nvec).all(|(v, n)| (0..*n as i64).contains(v))
-            }
-            Space::Box { .. } => false,
-        }
-    }
 }

@@ -1,0 +1,68 @@
+//! The native classic-control envs against gymnasium 0.29.1: same start state and actions,
+//! identical float32 observations, rewards and flags at every step (TimeLimit included).
+//! Golden data: `scripts/gen_golden_classic.py`.
+
+use envs::{Acrobot, Action, CartPole, Env, MountainCar, TimeLimit};
+use serde_json::Value;
+
+fn golden() -> Value {
+    let text = include_str!("golden/classic_control.json");
+    serde_json::from_str(text).expect("golden file is valid JSON")
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array().expect("array").iter().map(|x| x.as_f64().expect("number")).collect()
+}
+
+/// Replays every golden case of `env_id` through `env` after `set_state` puts it at the start.
+fn replay<E: Env>(env_id: &str, max_steps: u32, mut make: impl FnMut(&[f64]) -> E) {
+    let cases = golden()["envs"][env_id].as_array().expect("cases").clone();
+    assert!(!cases.is_empty());
+    let mut steps = 0;
+    for (c, case) in cases.iter().enumerate() {
+        let mut env = TimeLimit::new(make(&floats(&case["start_state"])), max_steps);
+        let dim = env.observation_space().flat_dim();
+        let mut obs = vec![0f32; dim];
+        let actions = case["actions"].as_array().unwrap();
+        for (t, a) in actions.iter().enumerate() {
+            let step = env.step(Action::Discrete(&[a.as_i64().unwrap()]), &mut obs);
+            let want: Vec<f32> = floats(&case["obs"][t]).iter().map(|&x| x as f32).collect();
+            assert_eq!(obs, want, "{env_id} case {c} step {t}: observation");
+            assert_eq!(step.reward, case["rewards"][t].as_f64().unwrap(), "{env_id} case {c} step {t}: reward");
+            assert_eq!(step.terminated, case["terminated"][t].as_bool().unwrap(), "{env_id} case {c} step {t}: terminated");
+            assert_eq!(step.truncated, case["truncated"][t].as_bool().unwrap(), "{env_id} case {c} step {t}: truncated");
+            steps += 1;
+        }
+    }
+    assert!(steps > 100, "{env_id}: too few golden steps ({steps})");
+}
+
+#[test]
+fn cartpole_matches_gymnasium() {
+    replay("CartPole-v1", 500, |s| {
+        let mut env = CartPole::new();
+        env.reset(Some(0), &mut [0.0; 4]);
+        env.state = [s[0], s[1], s[2], s[3]];
+        env
+    });
+}
+
+#[test]
+fn acrobot_matches_gymnasium() {
+    replay("Acrobot-v1", 500, |s| {
+        let mut env = Acrobot::new();
+        env.reset(Some(0), &mut [0.0; 6]);
+        env.state = [s[0], s[1], s[2], s[3]];
+        env
+    });
+}
+
+#[test]
+fn mountain_car_matches_gymnasium() {
+    replay("MountainCar-v0", 200, |s| {
+        let mut env = MountainCar::new();
+        env.reset(Some(0), &mut [0.0; 2]);
+        env.state = [s[0], s[1]];
+        env
+    });
+}

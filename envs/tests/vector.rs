@@ -1,0 +1,84 @@
+//! The vector env's contract: seeding, auto-reset as in gymnasium 0.29, episode statistics,
+//! truncation, and the registry's error for unknown ids.
+
+use envs::{make, Action, Env, RecordEpisodeStatistics, VecEnv};
+
+fn cartpoles(n: usize) -> VecEnv {
+    VecEnv::new((0..n).map(|_| Box::new(RecordEpisodeStatistics::new(make("CartPole-v1").unwrap())) as Box<dyn Env>).collect())
+}
+
+#[test]
+fn env_i_is_seeded_with_seed_plus_i() {
+    let mut v = cartpoles(3);
+    v.reset(Some(7));
+    for i in 0..3 {
+        let mut single = make("CartPole-v1").unwrap();
+        let mut obs = [0f32; 4];
+        single.reset(Some(7 + i as u64), &mut obs);
+        assert_eq!(&v.obs[i * 4..(i + 1) * 4], &obs, "env {i}");
+    }
+    assert_ne!(v.obs[0..4], v.obs[4..8], "different envs get different seeds");
+}
+
+#[test]
+fn same_seed_same_trajectory() {
+    let run = || {
+        let mut v = cartpoles(2);
+        v.reset(Some(1));
+        let mut trace = Vec::new();
+        for t in 0..300 {
+            v.step(Action::Discrete(&[t % 2, (t / 3) % 2]));
+            trace.extend_from_slice(&v.obs);
+        }
+        trace
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn auto_reset_returns_next_episodes_first_obs_and_records_the_episode() {
+    let mut v = cartpoles(2);
+    v.reset(Some(3));
+    let mut lengths = [0u64; 2];
+    let mut finished = 0;
+    for _ in 0..200 {
+        // always push right: env 0 falls over within a few dozen steps
+        v.step(Action::Discrete(&[1, 1]));
+        for i in 0..2 {
+            lengths[i] += 1;
+            assert_eq!(v.rewards[i], 1.0);
+            if v.terminated[i] || v.truncated[i] {
+                // the returned obs is the reset of the next episode: uniform in ±0.05
+                assert!(v.obs[i * 4..(i + 1) * 4].iter().all(|x| x.abs() <= 0.05), "env {i} obs {:?}", &v.obs[i * 4..i * 4 + 4]);
+                let ep = v.finished.iter().find(|e| e.env == i).expect("finished episode recorded");
+                assert_eq!((ep.r, ep.l), (lengths[i] as f64, lengths[i]));
+                lengths[i] = 0;
+                finished += 1;
+            } else {
+                assert!(v.finished.iter().all(|e| e.env != i));
+            }
+        }
+    }
+    assert!(finished >= 4, "pushing one way ends episodes quickly ({finished})");
+}
+
+#[test]
+fn time_limit_truncates_mountain_car_at_200() {
+    let mut env = RecordEpisodeStatistics::new(make("MountainCar-v0").unwrap());
+    let mut obs = [0f32; 2];
+    env.reset(Some(0), &mut obs);
+    for t in 1..=200 {
+        let step = env.step(Action::Discrete(&[1]), &mut obs);
+        assert!(!step.terminated, "doing nothing never reaches the goal");
+        assert_eq!(step.truncated, t == 200, "step {t}");
+        if t == 200 {
+            assert_eq!(step.episode.map(|e| (e.r, e.l)), Some((-200.0, 200)));
+        }
+    }
+}
+
+#[test]
+fn unknown_id_lists_the_known_ones() {
+    let err = make("CartPole-v0").err().expect("unknown id is an error").to_string();
+    assert!(err.contains("CartPole-v0") && err.contains("CartPole-v1") && err.contains("Acrobot-v1"), "{err}");
+}
