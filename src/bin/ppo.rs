@@ -18,7 +18,7 @@ use tch::nn::{self, Module, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
 #[derive(Parser, Debug, serde::Serialize)]
-#[command(about = "PPO on classic control (CartPole-v1), after CleanRL's ppo.py")]
+#[command(about = "PPO on classic control (CartPole-v1), after CleanRL's ppo.py", allow_negative_numbers = true)]
 struct Args {
     /// the name of this experiment (part of the run directory's name)
     #[arg(long, default_value = "ppo")]

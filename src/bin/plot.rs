@@ -1,0 +1,157 @@
+//! # plot: PNG learning curves from run directories
+//!
+//! Not a PPO variant: a helper that reads `runs/<run-name>/episodes.csv` and `args.json` and
+//! draws episodic return against global step, one panel per env id, one colour per experiment
+//! name. Several runs of one experiment (seeds) are drawn as their mean with a min-max band.
+//!
+//! Run: `cargo run --release --bin plot -- runs/* --out curves.png`
+
+use clap::Parser;
+use plotters::prelude::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Parser, Debug)]
+#[command(about = "Draw PNG learning curves (episodic return vs global step) from run directories")]
+struct Args {
+    /// run directories (each with args.json and episodes.csv)
+    #[arg(required = true)]
+    runs: Vec<PathBuf>,
+    /// the PNG file to write
+    #[arg(long, default_value = "curves.png")]
+    out: PathBuf,
+    /// episodes averaged into each point of a run's curve
+    #[arg(long, default_value_t = 20)]
+    window: usize,
+    /// points on the common global-step grid used to average seeds
+    #[arg(long, default_value_t = 200)]
+    points: usize,
+    /// a TrueType font for the labels
+    #[arg(long, default_value = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")]
+    font: PathBuf,
+}
+
+/// One run: its env id, experiment name and smoothed (global_step, return) points.
+struct Curve {
+    env_id: String,
+    exp_name: String,
+    points: Vec<(f64, f64)>,
+}
+
+fn read_run(dir: &Path, window: usize) -> Result<Curve, String> {
+    let args_path = dir.join("args.json");
+    let text = std::fs::read_to_string(&args_path).map_err(|e| format!("{}: {e}", args_path.display()))?;
+    let args: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", args_path.display()))?;
+    let field = |k: &str| args[k].as_str().map(String::from).ok_or_else(|| format!("{}: no '{k}'", args_path.display()));
+    let episodes = dir.join("episodes.csv");
+    let mut reader = csv::Reader::from_path(&episodes).map_err(|e| format!("{}: {e}", episodes.display()))?;
+    let mut raw = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| format!("{}: {e}", episodes.display()))?;
+        let num = |i: usize| record.get(i).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| format!("{}: bad row {record:?}", episodes.display()));
+        raw.push((num(0)?, num(1)?));
+    }
+    // trailing moving average over `window` episodes
+    let points = (0..raw.len())
+        .map(|i| {
+            let from = (i + 1).saturating_sub(window);
+            (raw[i].0, raw[from..=i].iter().map(|p| p.1).sum::<f64>() / (i + 1 - from) as f64)
+        })
+        .collect();
+    Ok(Curve { env_id: field("env_id")?, exp_name: field("exp_name")?, points })
+}
+
+/// The curve's value at `x` by linear interpolation (None outside its range).
+fn interpolate(points: &[(f64, f64)], x: f64) -> Option<f64> {
+    let i = points.partition_point(|p| p.0 < x);
+    match (points.get(i.wrapping_sub(1)), points.get(i)) {
+        (_, Some(b)) if b.0 == x => Some(b.1),
+        (Some(a), Some(b)) => Some(a.1 + (b.1 - a.1) * (x - a.0) / (b.0 - a.0)),
+        _ => None,
+    }
+}
+
+fn main() {
+    let args = Args::parse();
+    let fail = |msg: String| -> ! {
+        eprintln!("error: {msg}");
+        std::process::exit(2)
+    };
+    let font = std::fs::read(&args.font).unwrap_or_else(|e| {
+        fail(format!("cannot read font {} ({e}); install Debian's fonts-dejavu-core or pass --font", args.font.display()))
+    });
+    if plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(font.into_boxed_slice())).is_err() {
+        fail(format!("{} is not a usable TrueType font", args.font.display()));
+    }
+    // env id -> experiment name -> curves (one per seed)
+    let mut groups: BTreeMap<String, BTreeMap<String, Vec<Curve>>> = BTreeMap::new();
+    for dir in &args.runs {
+        let curve = read_run(dir, args.window).unwrap_or_else(|e| fail(e));
+        if curve.points.is_empty() {
+            eprintln!("skipping {}: no finished episodes", dir.display());
+            continue;
+        }
+        groups.entry(curve.env_id.clone()).or_default().entry(curve.exp_name.clone()).or_default().push(curve);
+    }
+    if groups.is_empty() {
+        fail("no run with finished episodes".into());
+    }
+
+    let root = BitMapBackend::new(&args.out, (900, 520 * groups.len() as u32)).into_drawing_area();
+    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+        root.fill(&WHITE)?;
+        for (panel, (env_id, experiments)) in root.split_evenly((groups.len(), 1)).iter().zip(&groups) {
+            let all = experiments.values().flatten().flat_map(|c| c.points.iter());
+            let (mut x_max, mut y_min, mut y_max) = (1.0f64, f64::MAX, f64::MIN);
+            for &(x, y) in all {
+                (x_max, y_min, y_max) = (x_max.max(x), y_min.min(y), y_max.max(y));
+            }
+            let pad = ((y_max - y_min) * 0.05).max(1.0);
+            let mut chart = ChartBuilder::on(panel)
+                .caption(env_id, ("sans-serif", 26))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(0.0..x_max, (y_min - pad)..(y_max + pad))?;
+            chart
+                .configure_mesh()
+                .x_desc("global step")
+                .y_desc("episodic return")
+                .x_label_formatter(&|x| format!("{x:.0}"))
+                .y_label_formatter(&|y| format!("{y:.0}"))
+                .label_style(("sans-serif", 14))
+                .draw()?;
+            for (k, (exp_name, curves)) in experiments.iter().enumerate() {
+                let color = Palette99::pick(k).to_rgba();
+                // mean and min-max band over seeds on a common grid, where every seed has data
+                let lo = curves.iter().map(|c| c.points[0].0).fold(f64::MIN, f64::max);
+                let hi = curves.iter().map(|c| c.points[c.points.len() - 1].0).fold(f64::MAX, f64::min);
+                let grid: Vec<f64> = (0..args.points).map(|i| lo + (hi - lo) * i as f64 / (args.points - 1).max(1) as f64).collect();
+                let stats: Vec<(f64, f64, f64, f64)> = grid
+                    .iter()
+                    .filter_map(|&x| {
+                        let ys: Vec<f64> = curves.iter().filter_map(|c| interpolate(&c.points, x)).collect();
+                        (ys.len() == curves.len()).then(|| {
+                            let mean = ys.iter().sum::<f64>() / ys.len() as f64;
+                            (x, mean, ys.iter().copied().fold(f64::MAX, f64::min), ys.iter().copied().fold(f64::MIN, f64::max))
+                        })
+                    })
+                    .collect();
+                if curves.len() > 1 {
+                    let band = stats.iter().map(|s| (s.0, s.3)).chain(stats.iter().rev().map(|s| (s.0, s.2)));
+                    chart.draw_series(std::iter::once(Polygon::new(band.collect::<Vec<_>>(), color.mix(0.2))))?;
+                }
+                let label = format!("{exp_name} ({} run{})", curves.len(), if curves.len() == 1 { "" } else { "s" });
+                chart
+                    .draw_series(LineSeries::new(stats.iter().map(|s| (s.0, s.1)), color.stroke_width(2)))?
+                    .label(label)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            }
+            chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).label_font(("sans-serif", 14)).draw()?;
+        }
+        root.present()?;
+        Ok(())
+    };
+    draw().unwrap_or_else(|e| fail(format!("cannot draw {}: {e}", args.out.display())));
+    println!("wrote {}", args.out.display());
+}

@@ -1,0 +1,92 @@
+//! `ppo` end to end: the real binary, briefly, on CartPole-v1.
+
+mod common;
+use common::{assert_ratio_one_and_small_kl, run, Table, TIMING_COLUMNS};
+use std::collections::HashMap;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ppo");
+
+/// About 20 updates of 512 steps.
+const SHORT: &[&str] = &["--total-timesteps", "10240"];
+
+#[test]
+fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
+    let r = run(BIN, SHORT);
+    r.assert_ok();
+    let updates = r.csv("updates.csv");
+    assert_eq!(updates.rows.len(), 20);
+    assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 50);
+}
+
+#[test]
+fn same_seed_same_metrics_on_cpu() {
+    let a = run(BIN, &[SHORT, &["--seed", "5"]].concat());
+    let b = run(BIN, &[SHORT, &["--seed", "5"]].concat());
+    let c = run(BIN, &[SHORT, &["--seed", "6"]].concat());
+    for r in [&a, &b, &c] {
+        r.assert_ok();
+    }
+    let metrics = |r: &common::Run| (r.csv("updates.csv").without(TIMING_COLUMNS), r.csv("episodes.csv"));
+    assert_eq!(metrics(&a), metrics(&b), "same seed, different metrics");
+    assert_ne!(metrics(&a).0, metrics(&c).0, "a different seed should give different metrics");
+}
+
+#[test]
+fn save_model_writes_weights_and_evaluates_them() {
+    let r = run(BIN, &[SHORT, &["--save-model", "--exp-name", "saved"]].concat());
+    r.assert_ok();
+    let dir = r.dir();
+    assert!(dir.join("saved.safetensors").is_file());
+    assert!(!dir.join("saved.tmp.safetensors").exists(), "temporary file left behind");
+    let eval = r.csv("eval.csv");
+    let returns = eval.col("eval/episodic_return");
+    assert_eq!(returns.len(), 10);
+    assert!(returns.iter().all(|r| (1.0..=500.0).contains(r)), "{returns:?}");
+    let args: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).unwrap()).unwrap();
+    assert_eq!(args["exp_name"], "saved");
+    assert_eq!(args["total_timesteps"], 10240);
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_code_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4"], "divisible"),
+        (&["--total-timesteps", "100"], "below one batch"),
+        (&["--env-id", "NoSuchEnv-v9"], "NoSuchEnv-v9"),
+        (&["--learning-rate", "0"], "learning-rate"),
+        (&["--learning-rate", "-0.1"], "learning-rate"),
+    ];
+    for (args, needle) in cases {
+        let r = run(BIN, args);
+        let stderr = r.stderr();
+        assert_eq!(r.output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: one line expected: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!r.workdir.path().join("runs").exists(), "{args:?}: a run directory was made");
+    }
+}
+
+/// CleanRL's defaults solve CartPole-v1: mean return >= 475 over the last 20 episodes within
+/// 500k steps, for at least 2 of seeds 1, 2, 3. The same runs check ratio == 1 on every update
+/// and approx_kl < 0.02 over the first 50, with default hyperparameters.
+#[test]
+fn learns_cartpole_with_defaults() {
+    let runs: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = ["1", "2", "3"].map(|seed| s.spawn(move || run(BIN, &["--seed", seed]))).into();
+        handles.into_iter().map(|h| h.join().expect("run thread")).collect()
+    });
+    let mut solved = HashMap::new();
+    for (seed, r) in runs.iter().enumerate().map(|(i, r)| (i + 1, r)) {
+        r.assert_ok();
+        assert_ratio_one_and_small_kl(&r.csv("updates.csv"), "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 50);
+        let episodes: Table = r.csv("episodes.csv");
+        let returns = episodes.col("charts/episodic_return");
+        let last: Vec<f64> = returns.iter().rev().take(20).copied().collect();
+        let mean = last.iter().sum::<f64>() / last.len() as f64;
+        assert!(episodes.col("global_step").iter().all(|&s| s <= 500_000.0));
+        solved.insert(seed, mean);
+    }
+    let n_solved = solved.values().filter(|&&m| m >= 475.0).count();
+    assert!(n_solved >= 2, "mean of the last 20 returns per seed: {solved:?}");
+}
