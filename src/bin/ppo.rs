@@ -156,12 +156,13 @@ impl Agent {
     fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
         let logits = self.actor.forward(x);
         let log_probs = logits.log_softmax(-1, Kind::Float);
+        let probs = log_probs.exp();
         let action = match action {
             Some(a) => a.shallow_clone(),
-            None => log_probs.exp().multinomial(1, true).squeeze_dim(-1),
+            None => probs.multinomial(1, true).squeeze_dim(-1),
         };
         let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
-        let entropy = -(log_probs.exp() * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
+        let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
         (action, log_prob, entropy, self.get_value(x))
     }
 }
