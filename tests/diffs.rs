@@ -24,7 +24,13 @@ fn unified_diff(parent: &str, child: &str) -> String {
 
 #[test]
 fn family_tree_is_the_documented_one() {
-    let want = [("ppo", "ppo_atari"), ("ppo_atari", "ppo_lstm"), ("ppo_atari", "ppo_multidiscrete_mask"), ("ppo", "ppo_continuous"), ("ppo_continuous", "ppo_multilevel")];
+    let want = [
+        ("ppo", "ppo_atari"),
+        ("ppo_atari", "ppo_lstm"),
+        ("ppo_atari", "ppo_multidiscrete_mask"),
+        ("ppo", "ppo_continuous"),
+        ("ppo_continuous", "ppo_multilevel"),
+    ];
     let got = family();
     assert_eq!(got.len(), want.len());
     for ((p, c), (wp, wc)) in got.iter().zip(want) {

@@ -79,7 +79,13 @@ fn learns_cartpole_with_defaults() {
     let mut solved = HashMap::new();
     for (seed, r) in runs.iter().enumerate().map(|(i, r)| (i + 1, r)) {
         r.assert_ok();
-        assert_ratio_one_and_small_kl(&r.csv("updates.csv"), "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 50);
+        assert_ratio_one_and_small_kl(
+            &r.csv("updates.csv"),
+            "debug/first_mb_max_ratio_dev",
+            "debug/first_mb_clipfrac",
+            "losses/approx_kl",
+            50,
+        );
         let episodes: Table = r.csv("episodes.csv");
         let returns = episodes.col("charts/episodic_return");
         let last: Vec<f64> = returns.iter().rev().take(20).copied().collect();

@@ -78,15 +78,10 @@ impl Env for CartPole {
         let force = if action.discrete() == 1 { Self::FORCE_MAG } else { -Self::FORCE_MAG };
         let (costheta, sintheta) = (theta.cos(), theta.sin());
         let temp = (force + polemass_length * theta_dot.powi(2) * sintheta) / total_mass;
-        let thetaacc = (Self::GRAVITY * sintheta - costheta * temp)
-            / (Self::LENGTH * (4.0 / 3.0 - Self::MASSPOLE * costheta.powi(2) / total_mass));
+        let thetaacc =
+            (Self::GRAVITY * sintheta - costheta * temp) / (Self::LENGTH * (4.0 / 3.0 - Self::MASSPOLE * costheta.powi(2) / total_mass));
         let xacc = temp - polemass_length * thetaacc * costheta / total_mass;
-        self.state = [
-            x + Self::TAU * x_dot,
-            x_dot + Self::TAU * xacc,
-            theta + Self::TAU * theta_dot,
-            theta_dot + Self::TAU * thetaacc,
-        ];
+        self.state = [x + Self::TAU * x_dot, x_dot + Self::TAU * xacc, theta + Self::TAU * theta_dot, theta_dot + Self::TAU * thetaacc];
         let [x, _, theta, _] = self.state;
         let t = Self::theta_threshold();
         let terminated = x < -Self::X_THRESHOLD || x > Self::X_THRESHOLD || theta < -t || theta > t;
@@ -154,8 +149,8 @@ impl Acrobot {
         let phi1 = -m2 * l1 * lc2 * dtheta2.powi(2) * theta2.sin() - 2.0 * m2 * l1 * lc2 * dtheta2 * dtheta1 * theta2.sin()
             + (m1 * lc1 + m2 * l1) * g * (theta1 - PI / 2.0).cos()
             + phi2;
-        let ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1.powi(2) * theta2.sin() - phi2)
-            / (m2 * lc2.powi(2) + i2 - d2.powi(2) / d1);
+        let ddtheta2 =
+            (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1.powi(2) * theta2.sin() - phi2) / (m2 * lc2.powi(2) + i2 - d2.powi(2) / d1);
         let ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
         [dtheta1, dtheta2, ddtheta1, ddtheta2]
     }

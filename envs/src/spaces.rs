@@ -30,5 +30,4 @@ impl Space {
             Space::Box { shape, .. } => shape.iter().product(),
         }
     }
-
 }

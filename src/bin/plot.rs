@@ -48,7 +48,9 @@ fn read_run(dir: &Path, window: usize) -> Result<Curve, String> {
     let mut raw = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|e| format!("{}: {e}", episodes.display()))?;
-        let num = |i: usize| record.get(i).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| format!("{}: bad row {record:?}", episodes.display()));
+        let num = |i: usize| {
+            record.get(i).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| format!("{}: bad row {record:?}", episodes.display()))
+        };
         raw.push((num(0)?, num(1)?));
     }
     // trailing moving average over `window` episodes

@@ -152,6 +152,15 @@ impl Agent {
         self.critic.forward(x)
     }
 
+    /// Samples one action per row from Categorical(logits), by inverting its CDF: the first
+    /// action whose cumulative probability exceeds a uniform draw.
+    fn get_action(&self, x: &Tensor) -> Tensor {
+        let probs = self.actor.forward(x).softmax(-1, Kind::Float);
+        let u = Tensor::rand([x.size()[0], 1], (Kind::Float, x.device()));
+        let last = probs.size()[1] - 1; // a rounding shortfall of the CDF must not pick past it
+        probs.cumsum(-1, Kind::Float).lt_tensor(&u).sum_dim_intlist(-1, false, Kind::Int64).clamp_max(last)
+    }
+
     /// Samples an action when none is given; returns (action, log-prob, entropy, value).
     fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
         let logits = self.actor.forward(x);
@@ -199,81 +208,80 @@ fn main() {
     let run_dir = std::path::Path::new("runs").join(&run_name);
     let mut log = RunLog::create(&run_dir, &args).unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
 
-    // storage, on the device
-    let (t, n) = (args.num_steps as i64, args.num_envs as i64);
+    // storage: what the update reads lives on the device; rewards and dones are made and used
+    // on the host (env, GAE), so they stay there
+    let (t, n, ne) = (args.num_steps as i64, args.num_envs as i64, args.num_envs);
     let obs = Tensor::zeros([t, n, obs_dim], (Kind::Float, device));
     let actions = Tensor::zeros([t, n], (Kind::Int64, device));
-    let logprobs = Tensor::zeros([t, n], (Kind::Float, device));
-    let rewards = Tensor::zeros([t, n], (Kind::Float, device));
-    let dones = Tensor::zeros([t, n], (Kind::Float, device));
-    let values = Tensor::zeros([t, n], (Kind::Float, device));
+    let mut rewards = vec![0f32; batch_size];
+    let mut dones = vec![0f32; batch_size];
 
     // start the game
     let mut global_step = 0u64;
     let start_time = Instant::now();
     envs.reset(Some(args.seed));
-    let mut next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
-    let mut next_done = Tensor::zeros([n], (Kind::Float, device));
-    let mut action_buf = vec![0i64; args.num_envs];
-    let mut done_buf = vec![0f32; args.num_envs];
+    let mut next_done = vec![0f32; ne];
+    let mut action_buf = vec![0i64; ne];
     let mut progress = Progress::new(num_iterations as u64 * batch_size as u64);
 
     for iteration in 1..=num_iterations {
         let collect_start = Instant::now();
         // Core 4: learning-rate annealing, linearly to 0
-        let lr = if args.anneal_lr { (1.0 - (iteration as f64 - 1.0) / num_iterations as f64) * args.learning_rate } else { args.learning_rate };
+        let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / num_iterations as f64 } else { 1.0 };
+        let lr = frac * args.learning_rate;
         optimizer.set_lr(lr);
 
-        for step in 0..args.num_steps as i64 {
-            global_step += args.num_envs as u64;
-            obs.get(step).copy_(&next_obs);
-            dones.get(step).copy_(&next_done);
-            let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
-            values.get(step).copy_(&value.view([n]));
-            actions.get(step).copy_(&action);
-            logprobs.get(step).copy_(&logprob);
+        for step in 0..args.num_steps {
+            global_step += ne as u64;
+            let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
+            obs.get(step as i64).copy_(&next_obs);
+            dones[step * ne..(step + 1) * ne].copy_from_slice(&next_done);
+            let action = tch::no_grad(|| agent.get_action(&next_obs));
+            actions.get(step as i64).copy_(&action);
 
-            action.to_device(Device::Cpu).copy_data(&mut action_buf, args.num_envs);
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, ne);
             envs.step(Action::Discrete(&action_buf));
-            rewards.get(step).copy_(&Tensor::from_slice(&envs.rewards));
+            rewards[step * ne..(step + 1) * ne].copy_from_slice(&envs.rewards);
             // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
-            for (d, (term, trunc)) in done_buf.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
+            for (d, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
                 *d = (*term || *trunc) as u8 as f32;
             }
-            next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
-            next_done = Tensor::from_slice(&done_buf).to_device(device);
             for ep in &envs.finished {
                 log.episode(global_step, ep.r, ep.l);
                 progress.episode(ep.r);
             }
         }
 
-        // Core 5: GAE, computed on host copies (a short sequential loop is cheapest there)
-        let next_value = tch::no_grad(|| agent.get_value(&next_obs)).view([n]);
-        let host = |x: &Tensor| Vec::<f32>::try_from(x.flatten(0, -1).to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e));
-        let (r, v, d, nv, nd) = (host(&rewards), host(&values), host(&dones), host(&next_value), host(&next_done));
+        // The policy did not change during the rollout, so the log-probs and values of the whole
+        // batch come from one batched pass (cheaper than many tiny ones, same numbers).
+        let b_obs = obs.view([-1, obs_dim]);
+        let b_actions = actions.view([-1]);
+        let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
+        let (b_logprobs, b_values, next_value) = tch::no_grad(|| {
+            let (_, logprob, _, value) = agent.get_action_and_value(&b_obs, Some(&b_actions));
+            (logprob, value.view([-1]), agent.get_value(&next_obs).view([-1]))
+        });
+
+        // Core 5: GAE, as a plain loop over host copies
+        let host = |x: &Tensor| Vec::<f32>::try_from(x.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e));
+        let (v, nv) = (host(&b_values), host(&next_value));
         let mut adv = vec![0f32; batch_size];
-        let (gamma, lambda, ne) = (args.gamma as f32, args.gae_lambda as f32, args.num_envs);
+        let (gamma, lambda) = (args.gamma as f32, args.gae_lambda as f32);
         for e in 0..ne {
             let mut lastgaelam = 0f32;
             for s in (0..args.num_steps).rev() {
                 let i = s * ne + e;
-                // bootstrap from the next value unless the episode ended at the next step
-                let (nextnonterminal, nextvalues) = if s == args.num_steps - 1 { (1.0 - nd[e], nv[e]) } else { (1.0 - d[i + ne], v[i + ne]) };
-                let delta = r[i] + gamma * nextvalues * nextnonterminal - v[i];
+                // bootstrap from the next value unless the episode ended before the next step
+                let (nextnonterminal, nextvalues) =
+                    if s == args.num_steps - 1 { (1.0 - next_done[e], nv[e]) } else { (1.0 - dones[i + ne], v[i + ne]) };
+                let delta = rewards[i] + gamma * nextvalues * nextnonterminal - v[i];
                 lastgaelam = delta + gamma * lambda * nextnonterminal * lastgaelam;
                 adv[i] = lastgaelam;
             }
         }
         let ret: Vec<f32> = adv.iter().zip(&v).map(|(a, v)| a + v).collect();
-        let advantages = Tensor::from_slice(&adv).to_device(device);
-        let returns = Tensor::from_slice(&ret).to_device(device);
-
-        // flatten the batch
-        let b_obs = obs.view([-1, obs_dim]);
-        let b_logprobs = logprobs.view([-1]);
-        let b_actions = actions.view([-1]);
-        let b_values = values.view([-1]);
+        let b_advantages = Tensor::from_slice(&adv).to_device(device);
+        let b_returns = Tensor::from_slice(&ret).to_device(device);
         let collection_seconds = collect_start.elapsed().as_secs_f64();
 
         // Optimizing the policy and value network
@@ -305,7 +313,7 @@ fn main() {
                 });
                 clipfracs.push(clipfrac);
 
-                let mut mb_advantages = advantages.index_select(0, &mb_inds);
+                let mut mb_advantages = b_advantages.index_select(0, &mb_inds);
                 if args.norm_adv {
                     // Core 7: per-minibatch advantage normalization
                     mb_advantages = (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
@@ -317,7 +325,7 @@ fn main() {
                 let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
 
                 let newvalue = newvalue.view([-1]);
-                let mb_returns = returns.index_select(0, &mb_inds);
+                let mb_returns = b_returns.index_select(0, &mb_inds);
                 let v_loss = if args.clip_vloss {
                     // Core 9: value-function loss clipping
                     let mb_values = b_values.index_select(0, &mb_inds);
@@ -347,7 +355,9 @@ fn main() {
                 }
             }
         }
-        let Some((pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss)) = last else { unreachable!("at least one minibatch") };
+        let Some((pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss)) = last else {
+            unreachable!("at least one minibatch")
+        };
 
         let explained_var = explained_variance(&v, &ret);
         let scalar = |x: &Tensor| f64::try_from(x).unwrap_or(f64::NAN);
@@ -372,7 +382,13 @@ fn main() {
         log.update(&row).unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
         progress.update(iteration, num_iterations, global_step, row.sps);
         if !scalar(&loss).is_finite() {
-            fail(1, format!("the loss became non-finite at update {iteration}; metrics so far are in {}; try a lower --learning-rate", run_dir.display()));
+            fail(
+                1,
+                format!(
+                    "the loss became non-finite at update {iteration}; metrics so far are in {}; try a lower --learning-rate",
+                    run_dir.display()
+                ),
+            );
         }
     }
     progress.finish();
@@ -381,7 +397,9 @@ fn main() {
         let model_path = run_dir.join(format!("{}.safetensors", args.exp_name));
         // write to a temporary file, then rename: a crash never leaves a half-written model
         let tmp_path = run_dir.join(format!("{}.tmp.safetensors", args.exp_name));
-        vs.save(&tmp_path).and_then(|()| Ok(std::fs::rename(&tmp_path, &model_path)?)).unwrap_or_else(|e| fail(1, format!("cannot save {}: {e}", model_path.display())));
+        vs.save(&tmp_path)
+            .and_then(|()| Ok(std::fs::rename(&tmp_path, &model_path)?))
+            .unwrap_or_else(|e| fail(1, format!("cannot save {}: {e}", model_path.display())));
         println!("model saved to {}", model_path.display());
         let returns = evaluate(&model_path, &args, obs_dim, n_actions, device, 10).unwrap_or_else(|e| fail(1, e));
         log.eval(&returns).unwrap_or_else(|e| fail(1, format!("cannot write eval.csv: {e}")));
@@ -398,7 +416,11 @@ fn explained_variance(y_pred: &[f32], y_true: &[f32]) -> f64 {
     let y: Vec<f64> = y_true.iter().map(|&y| y as f64).collect();
     let residual: Vec<f64> = y_true.iter().zip(y_pred).map(|(&y, &p)| (y - p) as f64).collect();
     let var_y = var(&y);
-    if var_y == 0.0 { f64::NAN } else { 1.0 - var(&residual) / var_y }
+    if var_y == 0.0 {
+        f64::NAN
+    } else {
+        1.0 - var(&residual) / var_y
+    }
 }
 
 /// Core 11: scales all gradients together so their global L2 norm is at most `max_norm`;
@@ -417,7 +439,14 @@ fn clip_grad_norm(vs: &nn::VarStore, max_norm: f64) -> Tensor {
 }
 
 /// Loads the saved weights into a fresh agent and plays `episodes` episodes with sampled actions.
-fn evaluate(path: &std::path::Path, args: &Args, obs_dim: i64, n_actions: i64, device: Device, episodes: usize) -> Result<Vec<f64>, String> {
+fn evaluate(
+    path: &std::path::Path,
+    args: &Args,
+    obs_dim: i64,
+    n_actions: i64,
+    device: Device,
+    episodes: usize,
+) -> Result<Vec<f64>, String> {
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
     vs.load(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
@@ -470,10 +499,22 @@ impl RunLog {
         episodes.write_record(["global_step", "charts/episodic_return", "charts/episodic_length"])?;
         let mut updates = csv::Writer::from_path(dir.join("updates.csv"))?;
         updates.write_record([
-            "iteration", "global_step", "charts/learning_rate", "losses/value_loss", "losses/policy_loss", "losses/entropy",
-            "losses/old_approx_kl", "losses/approx_kl", "losses/clipfrac", "losses/explained_variance", "charts/SPS",
-            "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "debug/unclipped_grad_norm",
-            "timing/collection_seconds", "timing/learning_seconds",
+            "iteration",
+            "global_step",
+            "charts/learning_rate",
+            "losses/value_loss",
+            "losses/policy_loss",
+            "losses/entropy",
+            "losses/old_approx_kl",
+            "losses/approx_kl",
+            "losses/clipfrac",
+            "losses/explained_variance",
+            "charts/SPS",
+            "debug/first_mb_max_ratio_dev",
+            "debug/first_mb_clipfrac",
+            "debug/unclipped_grad_norm",
+            "timing/collection_seconds",
+            "timing/learning_seconds",
         ])?;
         Ok(RunLog { dir: dir.to_path_buf(), episodes, updates })
     }
@@ -485,9 +526,22 @@ impl RunLog {
 
     fn update(&mut self, u: &UpdateRow) -> std::io::Result<()> {
         let fields = [
-            u.iteration as f64, u.global_step as f64, u.learning_rate, u.value_loss, u.policy_loss, u.entropy, u.old_approx_kl,
-            u.approx_kl, u.clipfrac, u.explained_variance, u.sps as f64, u.first_mb_max_ratio_dev, u.first_mb_clipfrac,
-            u.grad_norm, u.collection_seconds, u.learning_seconds,
+            u.iteration as f64,
+            u.global_step as f64,
+            u.learning_rate,
+            u.value_loss,
+            u.policy_loss,
+            u.entropy,
+            u.old_approx_kl,
+            u.approx_kl,
+            u.clipfrac,
+            u.explained_variance,
+            u.sps as f64,
+            u.first_mb_max_ratio_dev,
+            u.first_mb_clipfrac,
+            u.grad_norm,
+            u.collection_seconds,
+            u.learning_seconds,
         ];
         self.updates.write_record(fields.iter().map(|x| x.to_string()))?;
         self.updates.flush()?;

@@ -16,10 +16,8 @@ pub struct Run {
 impl Run {
     /// The single `runs/<run-name>/` directory the binary made.
     pub fn dir(&self) -> PathBuf {
-        let runs: Vec<PathBuf> = std::fs::read_dir(self.workdir.path().join("runs"))
-            .expect("runs/ exists")
-            .map(|e| e.expect("dir entry").path())
-            .collect();
+        let runs: Vec<PathBuf> =
+            std::fs::read_dir(self.workdir.path().join("runs")).expect("runs/ exists").map(|e| e.expect("dir entry").path()).collect();
         assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
         runs.into_iter().next().unwrap()
     }
