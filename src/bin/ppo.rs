@@ -17,78 +17,56 @@ use std::time::Instant;
 use tch::nn::{self, Module, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
+#[rustfmt::skip]
 #[derive(Parser, Debug, serde::Serialize)]
 #[command(about = "PPO on classic control (CartPole-v1), after CleanRL's ppo.py", allow_negative_numbers = true)]
 struct Args {
     /// the name of this experiment (part of the run directory's name)
-    #[arg(long, default_value = "ppo")]
-    exp_name: String,
+    #[arg(long, default_value = "ppo")] exp_name: String,
     /// seed of the experiment (envs get seed + i, torch gets seed)
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[arg(long, default_value_t = 1)] seed: u64,
     /// ask libtorch for deterministic algorithms (`--torch-deterministic false` to allow others)
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    torch_deterministic: bool,
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] torch_deterministic: bool,
     /// use CUDA when a GPU is present (`--cuda false` for the CPU)
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    cuda: bool,
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] cuda: bool,
     /// libtorch intra-op threads (1 is fastest for these small networks on CPU)
-    #[arg(long, default_value_t = 1)]
-    torch_threads: i32,
+    #[arg(long, default_value_t = 1)] torch_threads: i32,
     /// save the weights to the run directory, then evaluate them for 10 episodes
-    #[arg(long)]
-    save_model: bool,
+    #[arg(long)] save_model: bool,
     /// the id of the environment (CartPole-v1, Acrobot-v1, MountainCar-v0)
-    #[arg(long, default_value = "CartPole-v1")]
-    env_id: String,
+    #[arg(long, default_value = "CartPole-v1")] env_id: String,
     /// total timesteps of the experiment
-    #[arg(long, default_value_t = 500_000)]
-    total_timesteps: u64,
+    #[arg(long, default_value_t = 500_000)] total_timesteps: u64,
     /// the learning rate of the optimizer
-    #[arg(long, default_value_t = 2.5e-4)]
-    learning_rate: f64,
+    #[arg(long, default_value_t = 2.5e-4)] learning_rate: f64,
     /// the number of parallel game environments
-    #[arg(long, default_value_t = 4)]
-    num_envs: usize,
+    #[arg(long, default_value_t = 4)] num_envs: usize,
     /// the number of steps to run in each environment per policy rollout
-    #[arg(long, default_value_t = 128)]
-    num_steps: usize,
+    #[arg(long, default_value_t = 128)] num_steps: usize,
     /// anneal the learning rate linearly to 0 over the run
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    anneal_lr: bool,
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] anneal_lr: bool,
     /// the discount factor gamma
-    #[arg(long, default_value_t = 0.99)]
-    gamma: f64,
+    #[arg(long, default_value_t = 0.99)] gamma: f64,
     /// the lambda for the general advantage estimation
-    #[arg(long, default_value_t = 0.95)]
-    gae_lambda: f64,
+    #[arg(long, default_value_t = 0.95)] gae_lambda: f64,
     /// the number of mini-batches
-    #[arg(long, default_value_t = 4)]
-    num_minibatches: usize,
+    #[arg(long, default_value_t = 4)] num_minibatches: usize,
     /// the K epochs to update the policy
-    #[arg(long, default_value_t = 4)]
-    update_epochs: usize,
+    #[arg(long, default_value_t = 4)] update_epochs: usize,
     /// normalize the advantages per minibatch
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    norm_adv: bool,
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] norm_adv: bool,
     /// the surrogate clipping coefficient
-    #[arg(long, default_value_t = 0.2)]
-    clip_coef: f64,
+    #[arg(long, default_value_t = 0.2)] clip_coef: f64,
     /// use a clipped loss for the value function, as in the paper
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    clip_vloss: bool,
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] clip_vloss: bool,
     /// coefficient of the entropy bonus
-    #[arg(long, default_value_t = 0.01)]
-    ent_coef: f64,
+    #[arg(long, default_value_t = 0.01)] ent_coef: f64,
     /// coefficient of the value function loss
-    #[arg(long, default_value_t = 0.5)]
-    vf_coef: f64,
+    #[arg(long, default_value_t = 0.5)] vf_coef: f64,
     /// the maximum norm for the gradient clipping
-    #[arg(long, default_value_t = 0.5)]
-    max_grad_norm: f64,
+    #[arg(long, default_value_t = 0.5)] max_grad_norm: f64,
     /// the target KL divergence threshold (off when not given)
-    #[arg(long)]
-    target_kl: Option<f64>,
+    #[arg(long)] target_kl: Option<f64>,
 }
 
 /// Rejects flag combinations that cannot run, before anything is written.
@@ -168,7 +146,7 @@ impl Agent {
         let probs = log_probs.exp();
         let action = match action {
             Some(a) => a.shallow_clone(),
-            None => probs.multinomial(1, true).squeeze_dim(-1),
+            None => self.get_action(x),
         };
         let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
         let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
@@ -206,7 +184,8 @@ fn main() {
     let mut optimizer = adam.build(&vs, args.learning_rate).unwrap_or_else(|e| fail(1, e));
 
     let run_dir = std::path::Path::new("runs").join(&run_name);
-    let mut log = RunLog::create(&run_dir, &args).unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
+    let mut log = RunLog::create(&run_dir, &args, (num_iterations * batch_size) as u64)
+        .unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
 
     // storage: what the update reads lives on the device; rewards and dones are made and used
     // on the host (env, GAE), so they stay there
@@ -222,7 +201,6 @@ fn main() {
     envs.reset(Some(args.seed));
     let mut next_done = vec![0f32; ne];
     let mut action_buf = vec![0i64; ne];
-    let mut progress = Progress::new(num_iterations as u64 * batch_size as u64);
 
     for iteration in 1..=num_iterations {
         let collect_start = Instant::now();
@@ -248,7 +226,6 @@ fn main() {
             }
             for ep in &envs.finished {
                 log.episode(global_step, ep.r, ep.l);
-                progress.episode(ep.r);
             }
         }
 
@@ -359,39 +336,33 @@ fn main() {
             unreachable!("at least one minibatch")
         };
 
-        let explained_var = explained_variance(&v, &ret);
+        // Core 12: debug variables, logged under CleanRL's names, plus our debug and timing columns
         let scalar = |x: &Tensor| f64::try_from(x).unwrap_or(f64::NAN);
-        let row = UpdateRow {
-            iteration,
-            global_step,
-            learning_rate: lr,
-            value_loss: scalar(&v_loss),
-            policy_loss: scalar(&pg_loss),
-            entropy: scalar(&entropy_loss),
-            old_approx_kl: scalar(&old_approx_kl),
-            approx_kl: scalar(&approx_kl),
-            clipfrac: scalar(&Tensor::stack(&clipfracs, 0).mean(Kind::Float)),
-            explained_variance: explained_var,
-            sps: (global_step as f64 / start_time.elapsed().as_secs_f64()) as u64,
-            first_mb_max_ratio_dev: scalar(&first_mb.0),
-            first_mb_clipfrac: scalar(&first_mb.1),
-            grad_norm: scalar(&grad_norm),
-            collection_seconds,
-            learning_seconds: learn_start.elapsed().as_secs_f64(),
-        };
-        log.update(&row).unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
-        progress.update(iteration, num_iterations, global_step, row.sps);
+        let sps = (global_step as f64 / start_time.elapsed().as_secs_f64()).floor();
+        let row = [
+            ("iteration", iteration as f64),
+            ("global_step", global_step as f64),
+            ("charts/learning_rate", lr),
+            ("losses/value_loss", scalar(&v_loss)),
+            ("losses/policy_loss", scalar(&pg_loss)),
+            ("losses/entropy", scalar(&entropy_loss)),
+            ("losses/old_approx_kl", scalar(&old_approx_kl)),
+            ("losses/approx_kl", scalar(&approx_kl)),
+            ("losses/clipfrac", scalar(&Tensor::stack(&clipfracs, 0).mean(Kind::Float))),
+            ("losses/explained_variance", explained_variance(&v, &ret)),
+            ("charts/SPS", sps),
+            ("debug/first_mb_max_ratio_dev", scalar(&first_mb.0)),
+            ("debug/first_mb_clipfrac", scalar(&first_mb.1)),
+            ("debug/unclipped_grad_norm", scalar(&grad_norm)),
+            ("timing/collection_seconds", collection_seconds),
+            ("timing/learning_seconds", learn_start.elapsed().as_secs_f64()),
+        ];
+        log.update(&row, num_iterations).unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
         if !scalar(&loss).is_finite() {
-            fail(
-                1,
-                format!(
-                    "the loss became non-finite at update {iteration}; metrics so far are in {}; try a lower --learning-rate",
-                    run_dir.display()
-                ),
-            );
+            let dir = run_dir.display();
+            fail(1, format!("the loss became non-finite at update {iteration}; metrics so far are in {dir}; try a lower --learning-rate"));
         }
     }
-    progress.finish();
 
     if args.save_model {
         let model_path = run_dir.join(format!("{}.safetensors", args.exp_name));
@@ -409,18 +380,14 @@ fn main() {
 
 /// 1 - Var[returns - values] / Var[returns] (population variances; NaN when returns are constant).
 fn explained_variance(y_pred: &[f32], y_true: &[f32]) -> f64 {
-    let var = |xs: &[f64]| {
+    let var = |xs: &mut dyn Iterator<Item = f64>| {
+        let xs: Vec<f64> = xs.collect();
         let mean = xs.iter().sum::<f64>() / xs.len() as f64;
         xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64
     };
-    let y: Vec<f64> = y_true.iter().map(|&y| y as f64).collect();
-    let residual: Vec<f64> = y_true.iter().zip(y_pred).map(|(&y, &p)| (y - p) as f64).collect();
-    let var_y = var(&y);
-    if var_y == 0.0 {
-        f64::NAN
-    } else {
-        1.0 - var(&residual) / var_y
-    }
+    let var_y = var(&mut y_true.iter().map(|&y| y as f64));
+    1.0 - var(&mut y_true.iter().zip(y_pred).map(|(&y, &p)| (y - p) as f64)) / var_y
+    // 0/0 = NaN, as numpy
 }
 
 /// Core 11: scales all gradients together so their global L2 norm is at most `max_norm`;
@@ -456,7 +423,7 @@ fn evaluate(
     let mut action = [0i64];
     while returns.len() < episodes {
         let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-        let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
+        let a = tch::no_grad(|| agent.get_action(&obs));
         a.to_device(Device::Cpu).copy_data(&mut action, 1);
         env.step(Action::Discrete(&action));
         returns.extend(env.finished.iter().map(|ep| ep.r));
@@ -464,88 +431,64 @@ fn evaluate(
     Ok(returns)
 }
 
-// ---- logging: plain CSV files in the run directory, flushed every update ----
-
-struct UpdateRow {
-    iteration: usize,
-    global_step: u64,
-    learning_rate: f64,
-    value_loss: f64,
-    policy_loss: f64,
-    entropy: f64,
-    old_approx_kl: f64,
-    approx_kl: f64,
-    clipfrac: f64,
-    explained_variance: f64,
-    sps: u64,
-    first_mb_max_ratio_dev: f64,
-    first_mb_clipfrac: f64,
-    grad_norm: f64,
-    collection_seconds: f64,
-    learning_seconds: f64,
-}
+// ---- logging: CSV files in the run directory, flushed every update; progress on the console ----
 
 struct RunLog {
     dir: std::path::PathBuf,
     episodes: csv::Writer<std::fs::File>,
     updates: csv::Writer<std::fs::File>,
+    rows: usize,
+    recent: std::collections::VecDeque<f64>,
+    /// a progress bar on a terminal; a plain line every 2% of the run otherwise
+    bar: Option<ProgressBar>,
 }
 
 impl RunLog {
-    fn create(dir: &std::path::Path, args: &Args) -> std::io::Result<RunLog> {
+    fn create(dir: &std::path::Path, args: &Args, total_steps: u64) -> std::io::Result<RunLog> {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join("args.json"), serde_json::to_string_pretty(args)? + "\n")?;
         let mut episodes = csv::Writer::from_path(dir.join("episodes.csv"))?;
         episodes.write_record(["global_step", "charts/episodic_return", "charts/episodic_length"])?;
-        let mut updates = csv::Writer::from_path(dir.join("updates.csv"))?;
-        updates.write_record([
-            "iteration",
-            "global_step",
-            "charts/learning_rate",
-            "losses/value_loss",
-            "losses/policy_loss",
-            "losses/entropy",
-            "losses/old_approx_kl",
-            "losses/approx_kl",
-            "losses/clipfrac",
-            "losses/explained_variance",
-            "charts/SPS",
-            "debug/first_mb_max_ratio_dev",
-            "debug/first_mb_clipfrac",
-            "debug/unclipped_grad_norm",
-            "timing/collection_seconds",
-            "timing/learning_seconds",
-        ])?;
-        Ok(RunLog { dir: dir.to_path_buf(), episodes, updates })
+        let updates = csv::Writer::from_path(dir.join("updates.csv"))?;
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let style = ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} steps {msg}").expect("valid template");
+            ProgressBar::new(total_steps).with_style(style)
+        });
+        Ok(RunLog { dir: dir.to_path_buf(), episodes, updates, rows: 0, recent: Default::default(), bar })
     }
 
     fn episode(&mut self, global_step: u64, r: f64, l: u64) {
-        // a failed episode row surfaces at the next update's flush
+        // a failed write surfaces at the next update's flush
         let _ = self.episodes.write_record(&[global_step.to_string(), r.to_string(), l.to_string()]);
+        self.recent.push_back(r);
+        if self.recent.len() > 20 {
+            self.recent.pop_front();
+        }
     }
 
-    fn update(&mut self, u: &UpdateRow) -> std::io::Result<()> {
-        let fields = [
-            u.iteration as f64,
-            u.global_step as f64,
-            u.learning_rate,
-            u.value_loss,
-            u.policy_loss,
-            u.entropy,
-            u.old_approx_kl,
-            u.approx_kl,
-            u.clipfrac,
-            u.explained_variance,
-            u.sps as f64,
-            u.first_mb_max_ratio_dev,
-            u.first_mb_clipfrac,
-            u.grad_norm,
-            u.collection_seconds,
-            u.learning_seconds,
-        ];
-        self.updates.write_record(fields.iter().map(|x| x.to_string()))?;
+    /// Appends one row of (column, value) pairs (the header first), flushes, shows progress.
+    fn update(&mut self, row: &[(&str, f64)], num_iterations: usize) -> std::io::Result<()> {
+        if self.rows == 0 {
+            self.updates.write_record(row.iter().map(|(name, _)| name))?;
+        }
+        self.updates.write_record(row.iter().map(|(_, value)| value.to_string()))?;
+        self.rows += 1;
         self.updates.flush()?;
-        self.episodes.flush()
+        self.episodes.flush()?;
+        let get = |name: &str| row.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
+        let mean = self.recent.iter().sum::<f64>() / self.recent.len() as f64; // NaN before any episode
+        let msg = format!("SPS {}, return (last 20) {mean:.1}", get("charts/SPS"));
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(get("global_step") as u64);
+                bar.set_message(msg);
+            }
+            None if self.rows % num_iterations.div_ceil(50) == 0 || self.rows == num_iterations => {
+                println!("update {}/{num_iterations}, global_step {}, {msg}", self.rows, get("global_step"));
+            }
+            None => {}
+        }
+        Ok(())
     }
 
     fn eval(&mut self, returns: &[f64]) -> std::io::Result<()> {
@@ -555,51 +498,6 @@ impl RunLog {
             w.write_record(&[i.to_string(), r.to_string()])?;
         }
         w.flush()
-    }
-}
-
-/// A progress bar on a terminal; a plain line every 2% of the run otherwise.
-struct Progress {
-    bar: Option<ProgressBar>,
-    recent: std::collections::VecDeque<f64>,
-}
-
-impl Progress {
-    fn new(total_steps: u64) -> Progress {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let style = ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} steps {msg}").expect("valid template");
-            ProgressBar::new(total_steps).with_style(style)
-        });
-        Progress { bar, recent: Default::default() }
-    }
-
-    fn episode(&mut self, r: f64) {
-        self.recent.push_back(r);
-        if self.recent.len() > 20 {
-            self.recent.pop_front();
-        }
-    }
-
-    fn update(&self, iteration: usize, num_iterations: usize, global_step: u64, sps: u64) {
-        let recent = &self.recent;
-        let mean = if recent.is_empty() { f64::NAN } else { recent.iter().sum::<f64>() / recent.len() as f64 };
-        let msg = format!("SPS {sps}, return (last 20) {mean:.1}");
-        match &self.bar {
-            Some(bar) => {
-                bar.set_position(global_step);
-                bar.set_message(msg);
-            }
-            None if iteration % num_iterations.div_ceil(50) == 0 || iteration == num_iterations => {
-                println!("update {iteration}/{num_iterations}, global_step {global_step}, {msg}");
-            }
-            None => {}
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish();
-        }
     }
 }
 
