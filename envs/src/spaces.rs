@@ -10,12 +10,6 @@ pub enum Space {
 }
 
 impl Space {
-    /// A box whose every element has the same bounds.
-    pub fn uniform_box(shape: &[usize], low: f32, high: f32) -> Space {
-        let n = shape.iter().product();
-        Space::Box { shape: shape.to_vec(), low: vec![low; n], high: vec![high; n] }
-    }
-
     /// A box with the given per-element bounds (a 1-D shape).
     pub fn bounded_box(low: Vec<f32>, high: Vec<f32>) -> Space {
         assert_eq!(low.len(), high.len(), "box bounds must have the same length");
