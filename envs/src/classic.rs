@@ -56,6 +56,7 @@ impl Default for CartPole {
 }
 
 impl Env for CartPole {
+    type Obs = f32;
     fn observation_space(&self) -> Space {
         let (x, t) = (Self::X_THRESHOLD as f32 * 2.0, Self::theta_threshold() as f32 * 2.0);
         Space::bounded_box(vec![-x, f32::MIN, -t, f32::MIN], vec![x, f32::MAX, t, f32::MAX])
@@ -175,6 +176,7 @@ fn wrap(mut x: f64, m: f64, big_m: f64) -> f64 {
 }
 
 impl Env for Acrobot {
+    type Obs = f32;
     fn observation_space(&self) -> Space {
         let (v1, v2) = (Self::MAX_VEL_1 as f32, Self::MAX_VEL_2 as f32);
         Space::bounded_box(vec![-1.0, -1.0, -1.0, -1.0, -v1, -v2], vec![1.0, 1.0, 1.0, 1.0, v1, v2])
@@ -246,6 +248,7 @@ impl Default for MountainCar {
 }
 
 impl Env for MountainCar {
+    type Obs = f32;
     fn observation_space(&self) -> Space {
         let (p, v) = ((Self::MIN_POSITION as f32, Self::MAX_POSITION as f32), Self::MAX_SPEED as f32);
         Space::bounded_box(vec![p.0, -v], vec![p.1, v])

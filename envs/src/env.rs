@@ -39,26 +39,36 @@ pub struct Step {
 
 /// A single environment, shaped like gymnasium's `Env`: `reset` seeds the env's own RNG when
 /// given a seed (and keeps drawing from it otherwise); observations are written into `obs`,
-/// a slice of `observation_space().flat_dim()` values, so stepping allocates nothing.
+/// a slice of `observation_space().flat_dim()` values of type `Obs` (f32 for classic control,
+/// u8 pixels for Atari), so stepping allocates nothing.
 pub trait Env: Send {
+    type Obs: Copy + Default + Send + Sync + 'static;
     fn observation_space(&self) -> Space;
     fn action_space(&self) -> Space;
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]);
-    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step;
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [Self::Obs]);
+    fn step(&mut self, action: Action, obs: &mut [Self::Obs]) -> Step;
+    /// Lives left in the game, for envs that have them (ALE); wrappers pass it through.
+    fn lives(&self) -> u32 {
+        0
+    }
 }
 
-impl Env for Box<dyn Env> {
+impl<T: Copy + Default + Send + Sync + 'static> Env for Box<dyn Env<Obs = T>> {
+    type Obs = T;
     fn observation_space(&self) -> Space {
         (**self).observation_space()
     }
     fn action_space(&self) -> Space {
         (**self).action_space()
     }
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [T]) {
         (**self).reset(seed, obs)
     }
-    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+    fn step(&mut self, action: Action, obs: &mut [T]) -> Step {
         (**self).step(action, obs)
+    }
+    fn lives(&self) -> u32 {
+        (**self).lives()
     }
 }
 
@@ -76,17 +86,21 @@ impl<E: Env> TimeLimit<E> {
 }
 
 impl<E: Env> Env for TimeLimit<E> {
+    type Obs = E::Obs;
+    fn lives(&self) -> u32 {
+        self.inner.lives()
+    }
     fn observation_space(&self) -> Space {
         self.inner.observation_space()
     }
     fn action_space(&self) -> Space {
         self.inner.action_space()
     }
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         self.elapsed = 0;
         self.inner.reset(seed, obs)
     }
-    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+    fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
         let mut step = self.inner.step(action, obs);
         self.elapsed += 1;
         step.truncated |= self.elapsed >= self.max_steps;
@@ -110,17 +124,21 @@ impl<E: Env> RecordEpisodeStatistics<E> {
 }
 
 impl<E: Env> Env for RecordEpisodeStatistics<E> {
+    type Obs = E::Obs;
+    fn lives(&self) -> u32 {
+        self.inner.lives()
+    }
     fn observation_space(&self) -> Space {
         self.inner.observation_space()
     }
     fn action_space(&self) -> Space {
         self.inner.action_space()
     }
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         (self.ret, self.len) = (0.0, 0);
         self.inner.reset(seed, obs)
     }
-    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+    fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
         let mut step = self.inner.step(action, obs);
         self.ret += step.reward;
         self.len += 1;

@@ -31,7 +31,7 @@ impl std::fmt::Display for UnknownEnv {
 impl std::error::Error for UnknownEnv {}
 
 /// `gym.make(id)`: the environment inside its `TimeLimit`, as gymnasium registers it.
-pub fn make(id: &str) -> Result<Box<dyn Env>, UnknownEnv> {
+pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, UnknownEnv> {
     let &(_, max_steps) = KNOWN_ENVS.iter().find(|(known, _)| *known == id).ok_or_else(|| UnknownEnv(id.to_string()))?;
     Ok(match id {
         "CartPole-v1" => Box::new(TimeLimit::new(CartPole::new(), max_steps)),

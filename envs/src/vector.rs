@@ -8,16 +8,29 @@ pub struct FinishedEpisode {
     pub l: u64,
 }
 
+/// What one env reported for the last step.
+#[derive(Debug, Clone, Copy, Default)]
+struct Outcome {
+    reward: f32,
+    terminated: bool,
+    truncated: bool,
+    episode: Option<(f64, u64)>,
+}
+
 /// N copies of an environment stepped together, like gymnasium 0.29's `SyncVectorEnv`.
 ///
 /// Auto-reset: when an env terminates or truncates, it is reset at once and the observation
 /// returned for it is the first of its next episode (the final one is not kept). Results live
 /// in the public buffers below, overwritten by each `step`; nothing is allocated per step.
-pub struct VecEnv {
-    envs: Vec<Box<dyn Env>>,
+/// With `threads > 1` the envs are split into that many contiguous groups stepped in parallel;
+/// every env owns its state and RNG, so results do not depend on the number of threads.
+pub struct VecEnv<T: Copy + Default + Send + Sync + 'static> {
+    envs: Vec<Box<dyn Env<Obs = T>>>,
+    threads: usize,
+    outcomes: Vec<Outcome>,
     pub obs_dim: usize,
     /// `num_envs * obs_dim` observations, one row per env.
-    pub obs: Vec<f32>,
+    pub obs: Vec<T>,
     pub rewards: Vec<f32>,
     pub terminated: Vec<bool>,
     pub truncated: Vec<bool>,
@@ -25,22 +38,30 @@ pub struct VecEnv {
     pub finished: Vec<FinishedEpisode>,
 }
 
-impl VecEnv {
+impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
     /// Panics if `envs` is empty or the envs disagree on their spaces (a caller bug).
-    pub fn new(envs: Vec<Box<dyn Env>>) -> Self {
+    pub fn new(envs: Vec<Box<dyn Env<Obs = T>>>) -> Self {
         assert!(!envs.is_empty(), "a VecEnv needs at least one env");
         let space = envs[0].observation_space();
         assert!(envs.iter().all(|e| e.observation_space() == space), "all envs must share one observation space");
         let (n, obs_dim) = (envs.len(), space.flat_dim());
         VecEnv {
             envs,
+            threads: 1,
+            outcomes: vec![Outcome::default(); n],
             obs_dim,
-            obs: vec![0.0; n * obs_dim],
+            obs: vec![T::default(); n * obs_dim],
             rewards: vec![0.0; n],
             terminated: vec![false; n],
             truncated: vec![false; n],
             finished: Vec::with_capacity(n),
         }
+    }
+
+    /// Steps the envs on `threads` threads (at least 1, at most one per env).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.clamp(1, self.envs.len());
+        self
     }
 
     pub fn num_envs(&self) -> usize {
@@ -57,33 +78,59 @@ impl VecEnv {
 
     /// Resets every env; with a seed, env `i` is seeded with `seed + i` (as gymnasium does).
     pub fn reset(&mut self, seed: Option<u64>) {
-        let d = self.obs_dim;
-        for (i, (env, obs)) in self.envs.iter_mut().zip(self.obs.chunks_mut(d)).enumerate() {
-            env.reset(seed.map(|s| s + i as u64), obs);
-        }
+        self.run(|i, env, obs, _| env.reset(seed.map(|s| s + i as u64), obs));
     }
 
     /// Steps every env with its row of `actions` (`Discrete`: one value per env; `MultiDiscrete`
     /// and `Box`: `flat_dim` values per env).
     pub fn step(&mut self, actions: Action) {
-        let d = self.obs_dim;
         let n = self.envs.len();
-        self.finished.clear();
-        for (i, (env, obs)) in self.envs.iter_mut().zip(self.obs.chunks_mut(d)).enumerate() {
+        self.run(|i, env, obs, out| {
             let action = match actions {
                 Action::Discrete(a) => Action::Discrete(&a[i * a.len() / n..(i + 1) * a.len() / n]),
                 Action::Continuous(a) => Action::Continuous(&a[i * a.len() / n..(i + 1) * a.len() / n]),
             };
             let step = env.step(action, obs);
-            self.rewards[i] = step.reward as f32;
-            self.terminated[i] = step.terminated;
-            self.truncated[i] = step.truncated;
-            if let Some(ep) = step.episode {
-                self.finished.push(FinishedEpisode { env: i, r: ep.r, l: ep.l });
-            }
+            *out = Outcome {
+                reward: step.reward as f32,
+                terminated: step.terminated,
+                truncated: step.truncated,
+                episode: step.episode.map(|e| (e.r, e.l)),
+            };
             if step.terminated || step.truncated {
                 env.reset(None, obs);
             }
+        });
+        self.finished.clear();
+        for (i, o) in self.outcomes.iter().enumerate() {
+            (self.rewards[i], self.terminated[i], self.truncated[i]) = (o.reward, o.terminated, o.truncated);
+            if let Some((r, l)) = o.episode {
+                self.finished.push(FinishedEpisode { env: i, r, l });
+            }
+        }
+    }
+
+    /// Calls `f(index, env, its obs row, its outcome)` for every env, on `self.threads` threads.
+    fn run<F>(&mut self, f: F)
+    where
+        F: Fn(usize, &mut Box<dyn Env<Obs = T>>, &mut [T], &mut Outcome) + Sync,
+    {
+        let (d, per_thread) = (self.obs_dim, self.envs.len().div_ceil(self.threads));
+        let groups = self.envs.chunks_mut(per_thread).zip(self.obs.chunks_mut(per_thread * d)).zip(self.outcomes.chunks_mut(per_thread));
+        let step_group = |g: usize, ((envs, obs), outs): ((&mut [Box<dyn Env<Obs = T>>], &mut [T]), &mut [Outcome])| {
+            for (k, ((env, obs), out)) in envs.iter_mut().zip(obs.chunks_mut(d)).zip(outs.iter_mut()).enumerate() {
+                f(g * per_thread + k, env, obs, out);
+            }
+        };
+        if self.threads == 1 {
+            groups.enumerate().for_each(|(g, group)| step_group(g, group));
+        } else {
+            std::thread::scope(|s| {
+                for (g, group) in groups.enumerate() {
+                    let step_group = &step_group;
+                    s.spawn(move || step_group(g, group));
+                }
+            });
         }
     }
 }

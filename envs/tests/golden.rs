@@ -15,7 +15,7 @@ fn floats(v: &Value) -> Vec<f64> {
 }
 
 /// Replays every golden case of `env_id` through `env` after `set_state` puts it at the start.
-fn replay<E: Env>(env_id: &str, max_steps: u32, mut make: impl FnMut(&[f64]) -> E) {
+fn replay<E: Env<Obs = f32>>(env_id: &str, max_steps: u32, mut make: impl FnMut(&[f64]) -> E) {
     let cases = golden()["envs"][env_id].as_array().expect("cases").clone();
     assert!(!cases.is_empty());
     let mut steps = 0;

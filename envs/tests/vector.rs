@@ -3,8 +3,8 @@
 
 use envs::{make, Action, Env, RecordEpisodeStatistics, VecEnv};
 
-fn cartpoles(n: usize) -> VecEnv {
-    VecEnv::new((0..n).map(|_| Box::new(RecordEpisodeStatistics::new(make("CartPole-v1").unwrap())) as Box<dyn Env>).collect())
+fn cartpoles(n: usize) -> VecEnv<f32> {
+    VecEnv::new((0..n).map(|_| Box::new(RecordEpisodeStatistics::new(make("CartPole-v1").unwrap())) as Box<dyn Env<Obs = f32>>).collect())
 }
 
 #[test]
@@ -81,4 +81,24 @@ fn time_limit_truncates_mountain_car_at_200() {
 fn unknown_id_lists_the_known_ones() {
     let err = make("CartPole-v0").err().expect("unknown id is an error").to_string();
     assert!(err.contains("CartPole-v0") && err.contains("CartPole-v1") && err.contains("Acrobot-v1"), "{err}");
+}
+
+#[test]
+fn results_do_not_depend_on_the_number_of_threads() {
+    let run = |threads: usize| {
+        let mut v = cartpoles(5).with_threads(threads);
+        v.reset(Some(11));
+        let mut trace = Vec::new();
+        for t in 0..300i64 {
+            v.step(Action::Discrete(&[t % 2, 1, 0, (t / 2) % 2, (t / 5) % 2]));
+            trace.extend(v.obs.iter().map(|x| x.to_bits() as f64));
+            trace.extend(v.rewards.iter().map(|&r| r as f64));
+            trace.extend(v.finished.iter().map(|e| e.env as f64 * 1e6 + e.l as f64));
+        }
+        trace
+    };
+    let one = run(1);
+    assert_eq!(one, run(2));
+    assert_eq!(one, run(3));
+    assert_eq!(one, run(8));
 }

@@ -91,7 +91,7 @@ fn check_args(a: &Args) -> Result<(), String> {
 }
 
 /// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordEpisodeStatistics`.
-fn make_env(env_id: &str) -> Result<Box<dyn Env>, envs::UnknownEnv> {
+fn make_env(env_id: &str) -> Result<Box<dyn Env<Obs = f32>>, envs::UnknownEnv> {
     Ok(Box::new(RecordEpisodeStatistics::new(envs::make(env_id)?)))
 }
 
@@ -158,7 +158,7 @@ fn main() {
     let args = Args::parse();
     // Bad input: one line naming the problem, exit code 2, nothing written.
     let env_fns = check_args(&args).and_then(|()| (0..args.num_envs).map(|_| make_env(&args.env_id).map_err(|e| e.to_string())).collect());
-    let env_fns: Vec<Box<dyn Env>> = env_fns.unwrap_or_else(|e| fail(2, e));
+    let env_fns: Vec<Box<dyn Env<Obs = f32>>> = env_fns.unwrap_or_else(|e| fail(2, e));
     let batch_size = args.num_envs * args.num_steps;
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
