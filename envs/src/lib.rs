@@ -4,6 +4,7 @@
 //! vectorized env with gymnasium 0.29's auto-reset, and native environments written to match
 //! their gymnasium references step for step (see `tests/golden.rs`).
 
+pub mod atari;
 mod classic;
 mod env;
 mod spaces;
@@ -17,22 +18,29 @@ pub use vector::{FinishedEpisode, VecEnv};
 /// The environment ids `make` knows, with gymnasium's `max_episode_steps` for each.
 pub const KNOWN_ENVS: &[(&str, u32)] = &[("CartPole-v1", 500), ("Acrobot-v1", 500), ("MountainCar-v0", 200)];
 
-/// An id that `make` does not know; its message lists the ids it does.
+/// Why an environment could not be made: a one-line message that names the fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownEnv(pub String);
+pub struct EnvError(pub String);
 
-impl std::fmt::Display for UnknownEnv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl EnvError {
+    /// An id nobody knows; the message lists the classic-control ids and the Atari form.
+    pub fn unknown(id: &str) -> EnvError {
         let known: Vec<&str> = KNOWN_ENVS.iter().map(|(id, _)| *id).collect();
-        write!(f, "unknown env id '{}'; known ids: {}", self.0, known.join(", "))
+        EnvError(format!("unknown env id '{id}'; known ids: {}, and <Game>NoFrameskip-v4 for Atari games", known.join(", ")))
     }
 }
 
-impl std::error::Error for UnknownEnv {}
+impl std::fmt::Display for EnvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for EnvError {}
 
 /// `gym.make(id)`: the environment inside its `TimeLimit`, as gymnasium registers it.
-pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, UnknownEnv> {
-    let &(_, max_steps) = KNOWN_ENVS.iter().find(|(known, _)| *known == id).ok_or_else(|| UnknownEnv(id.to_string()))?;
+pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
+    let &(_, max_steps) = KNOWN_ENVS.iter().find(|(known, _)| *known == id).ok_or_else(|| EnvError::unknown(id))?;
     Ok(match id {
         "CartPole-v1" => Box::new(TimeLimit::new(CartPole::new(), max_steps)),
         "Acrobot-v1" => Box::new(TimeLimit::new(Acrobot::new(), max_steps)),

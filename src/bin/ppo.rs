@@ -91,7 +91,7 @@ fn check_args(a: &Args) -> Result<(), String> {
 }
 
 /// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordEpisodeStatistics`.
-fn make_env(env_id: &str) -> Result<Box<dyn Env<Obs = f32>>, envs::UnknownEnv> {
+fn make_env(env_id: &str) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
     Ok(Box::new(RecordEpisodeStatistics::new(envs::make(env_id)?)))
 }
 

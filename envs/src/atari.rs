@@ -1,0 +1,569 @@
+//! Atari 2600 games through the real Arcade Learning Environment (ALE 0.6, built from source by
+//! the crate ale-sys), and the preprocessing wrappers CleanRL's `ppo_atari` puts around them,
+//! written to match stable-baselines3's and gymnasium 0.29's (see `tests/atari.rs`).
+//!
+//! Observations are u8 pixels; the agent does the scaling.
+
+use crate::{Action, Env, EnvError, Space, Step};
+use ale_sys::{
+    act, game_over, getEpisodeFrameNumber, getMinimalActionSet, getMinimalActionSize, getScreenRGB, lives, loadROM, reset_game, setFloat,
+    setInt, setLoggerMode, ALEInterface, ALE_del, ALE_new,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+
+/// The screen: 210 rows of 160 RGB pixels.
+pub const HEIGHT: usize = 210;
+pub const WIDTH: usize = 160;
+/// ale-py registers the v4 ids with a limit of 108,000 frames (30 minutes of play) per episode.
+pub const MAX_FRAMES_PER_EPISODE: i32 = 108_000;
+/// ALE's action number for FIRE.
+const FIRE: i32 = 1;
+
+/// Where the ROMs are: `ALE_ROM_DIR`, else the ale-py ROM folder scripts/setup linked at build time.
+pub fn rom_dir() -> PathBuf {
+    std::env::var_os("ALE_ROM_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("PPO_DETAILS_DEFAULT_ROM_DIR")))
+}
+
+/// `BreakoutNoFrameskip-v4` -> `breakout`, `SpaceInvadersNoFrameskip-v4` -> `space_invaders`.
+pub fn rom_name(env_id: &str) -> Option<String> {
+    let game = env_id.strip_suffix("NoFrameskip-v4")?;
+    let mut rom = String::new();
+    for (i, c) in game.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            rom.push('_');
+        }
+        rom.push(c.to_ascii_lowercase());
+    }
+    (!rom.is_empty() && rom.chars().all(|c| c.is_ascii_lowercase() || c == '_')).then_some(rom)
+}
+
+/// One ALE emulator running a `<Game>NoFrameskip-v4` game as ale-py registers it: frameskip 1,
+/// no sticky actions (repeat_action_probability 0), the minimal action set, truncation after
+/// 108,000 frames. Observations are the RGB screen.
+pub struct AtariEnv {
+    ale: *mut ALEInterface,
+    rom: CString,
+    actions: Vec<i32>,
+}
+
+// The emulator is only ever used by the thread that owns the env.
+unsafe impl Send for AtariEnv {}
+
+impl AtariEnv {
+    /// Loads the game of `env_id` from `rom_dir()`; errors name the game and the fix.
+    pub fn new(env_id: &str) -> Result<AtariEnv, EnvError> {
+        let rom = rom_name(env_id).ok_or_else(|| EnvError::unknown(env_id))?;
+        let dir = rom_dir();
+        let path = dir.join(format!("{rom}.bin"));
+        if !dir.is_dir() {
+            return Err(EnvError(format!(
+                "Atari ROM directory {} not found: run scripts/setup (it installs the ROMs of the pip package ale-py) or set ALE_ROM_DIR",
+                dir.display()
+            )));
+        }
+        if !path.is_file() {
+            return Err(EnvError(format!(
+                "no ROM for {env_id}: {} is missing (is '{rom}' an Atari game? ALE_ROM_DIR overrides the ROM directory)",
+                path.display()
+            )));
+        }
+        Self::load(&path)
+    }
+
+    fn load(path: &Path) -> Result<AtariEnv, EnvError> {
+        let rom = CString::new(path.to_string_lossy().as_bytes()).map_err(|_| EnvError(format!("bad ROM path {}", path.display())))?;
+        unsafe {
+            setLoggerMode(2); // errors only: no banner per emulator
+            let ale = ALE_new();
+            let key = |k: &str| CString::new(k).expect("no NUL in key");
+            setFloat(ale, key("repeat_action_probability").as_ptr(), 0.0);
+            setInt(ale, key("frame_skip").as_ptr(), 1);
+            loadROM(ale, rom.as_ptr());
+            let mut actions = vec![0; getMinimalActionSize(ale) as usize];
+            getMinimalActionSet(ale, actions.as_mut_ptr());
+            Ok(AtariEnv { ale, rom, actions })
+        }
+    }
+
+    /// Whether FIRE is one of the game's actions (CleanRL adds FireReset only then).
+    pub fn has_fire(&self) -> bool {
+        self.actions.contains(&FIRE)
+    }
+
+    fn screen(&self, obs: &mut [u8]) {
+        assert_eq!(obs.len(), HEIGHT * WIDTH * 3);
+        unsafe { getScreenRGB(self.ale, obs.as_mut_ptr()) }
+    }
+}
+
+impl Drop for AtariEnv {
+    fn drop(&mut self) {
+        unsafe { ALE_del(self.ale) }
+    }
+}
+
+impl Env for AtariEnv {
+    type Obs = u8;
+    fn observation_space(&self) -> Space {
+        Space::Box { shape: vec![HEIGHT, WIDTH, 3], low: vec![0.0; HEIGHT * WIDTH * 3], high: vec![255.0; HEIGHT * WIDTH * 3] }
+    }
+    fn action_space(&self) -> Space {
+        Space::Discrete(self.actions.len())
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
+        if let Some(seed) = seed {
+            // as ale-py: a new seed reloads the game with it
+            unsafe {
+                let key = CString::new("random_seed").expect("no NUL");
+                setInt(self.ale, key.as_ptr(), (seed % i32::MAX as u64) as i32);
+                loadROM(self.ale, self.rom.as_ptr());
+            }
+        }
+        unsafe { reset_game(self.ale) };
+        self.screen(obs);
+    }
+    fn step(&mut self, action: Action, obs: &mut [u8]) -> Step {
+        let reward = unsafe { act(self.ale, self.actions[action.discrete()]) };
+        self.screen(obs);
+        let terminated = unsafe { game_over(self.ale) };
+        let truncated = !terminated && unsafe { getEpisodeFrameNumber(self.ale) } >= MAX_FRAMES_PER_EPISODE;
+        Step { reward: reward as f64, terminated, truncated, episode: None }
+    }
+    fn lives(&self) -> u32 {
+        unsafe { lives(self.ale) }.max(0) as u32
+    }
+}
+
+/// Atari 1: NoopResetEnv: after a reset, play NOOP (action 0) a random 1..=noop_max times.
+pub struct NoopReset<E> {
+    inner: E,
+    noop_max: u32,
+    rng: ChaCha8Rng,
+    /// Counts to use instead of random ones, in turn (to replay a reference run).
+    replay: Vec<u32>,
+    replayed: usize,
+}
+
+impl<E: Env> NoopReset<E> {
+    pub fn new(inner: E, noop_max: u32) -> Self {
+        NoopReset { inner, noop_max, rng: ChaCha8Rng::seed_from_u64(0), replay: Vec::new(), replayed: 0 }
+    }
+
+    /// Uses these no-op counts, one per reset, instead of drawing them (then draws again).
+    pub fn replaying(mut self, counts: Vec<u32>) -> Self {
+        self.replay = counts;
+        self
+    }
+}
+
+impl<E: Env> Env for NoopReset<E> {
+    type Obs = E::Obs;
+    fn observation_space(&self) -> Space {
+        self.inner.observation_space()
+    }
+    fn action_space(&self) -> Space {
+        self.inner.action_space()
+    }
+    fn lives(&self) -> u32 {
+        self.inner.lives()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
+        if let Some(seed) = seed {
+            self.rng = ChaCha8Rng::seed_from_u64(seed);
+        }
+        self.inner.reset(seed, obs);
+        let noops = match self.replay.get(self.replayed) {
+            Some(&n) => n,
+            None => self.rng.gen_range(1..=self.noop_max),
+        };
+        self.replayed += 1;
+        for _ in 0..noops {
+            let step = self.inner.step(Action::Discrete(&[0]), obs);
+            if step.terminated || step.truncated {
+                self.inner.reset(None, obs);
+            }
+        }
+    }
+    fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
+        self.inner.step(action, obs)
+    }
+}
+
+/// Atari 2: MaxAndSkipEnv: repeat the action `skip` times, sum the rewards, and return the
+/// pixel-wise max of the last two frames (Atari sprites flicker between frames).
+pub struct MaxAndSkip<E: Env> {
+    inner: E,
+    skip: usize,
+    frames: [Vec<E::Obs>; 2],
+}
+
+impl<E: Env<Obs = u8>> MaxAndSkip<E> {
+    pub fn new(inner: E, skip: usize) -> Self {
+        let n = inner.observation_space().flat_dim();
+        MaxAndSkip { inner, skip, frames: [vec![0; n], vec![0; n]] }
+    }
+}
+
+impl<E: Env<Obs = u8>> Env for MaxAndSkip<E> {
+    type Obs = u8;
+    fn observation_space(&self) -> Space {
+        self.inner.observation_space()
+    }
+    fn action_space(&self) -> Space {
+        self.inner.action_space()
+    }
+    fn lives(&self) -> u32 {
+        self.inner.lives()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
+        self.inner.reset(seed, obs)
+    }
+    fn step(&mut self, action: Action, obs: &mut [u8]) -> Step {
+        let mut total = Step { reward: 0.0, terminated: false, truncated: false, episode: None };
+        for i in 0..self.skip {
+            // the last two frames land in the buffers; others are written to `obs` and dropped
+            let target = if i + 2 == self.skip {
+                &mut self.frames[0][..]
+            } else if i + 1 == self.skip {
+                &mut self.frames[1][..]
+            } else {
+                &mut *obs
+            };
+            let step = self.inner.step(action, target);
+            total = Step { reward: total.reward + step.reward, episode: step.episode.or(total.episode), ..step };
+            if step.terminated || step.truncated {
+                break; // as the reference, the buffers may then hold older frames: the obs is final anyway
+            }
+        }
+        for ((o, a), b) in obs.iter_mut().zip(&self.frames[0]).zip(&self.frames[1]) {
+            *o = (*a).max(*b);
+        }
+        total
+    }
+}
+
+/// Atari 3: EpisodicLifeEnv: losing a life ends the training episode (terminated), but the game
+/// is only reset when it is really over; otherwise "reset" is one NOOP step.
+pub struct EpisodicLife<E> {
+    inner: E,
+    lives: u32,
+    was_real_done: bool,
+}
+
+impl<E: Env> EpisodicLife<E> {
+    pub fn new(inner: E) -> Self {
+        EpisodicLife { inner, lives: 0, was_real_done: true }
+    }
+}
+
+impl<E: Env> Env for EpisodicLife<E> {
+    type Obs = E::Obs;
+    fn observation_space(&self) -> Space {
+        self.inner.observation_space()
+    }
+    fn action_space(&self) -> Space {
+        self.inner.action_space()
+    }
+    fn lives(&self) -> u32 {
+        self.inner.lives()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
+        if self.was_real_done {
+            self.inner.reset(seed, obs);
+        } else {
+            let step = self.inner.step(Action::Discrete(&[0]), obs);
+            if step.terminated || step.truncated {
+                self.inner.reset(seed, obs);
+            }
+        }
+        self.lives = self.inner.lives();
+    }
+    fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
+        let mut step = self.inner.step(action, obs);
+        self.was_real_done = step.terminated || step.truncated;
+        let lives = self.inner.lives();
+        if 0 < lives && lives < self.lives {
+            step.terminated = true;
+        }
+        self.lives = lives;
+        step
+    }
+}
+
+/// Atari 4: FireResetEnv: after a reset press FIRE (action 1), then action 2, for games that
+/// wait for FIRE to start.
+pub struct FireReset<E> {
+    inner: E,
+}
+
+impl<E: Env> FireReset<E> {
+    pub fn new(inner: E) -> Self {
+        FireReset { inner }
+    }
+}
+
+impl<E: Env> Env for FireReset<E> {
+    type Obs = E::Obs;
+    fn observation_space(&self) -> Space {
+        self.inner.observation_space()
+    }
+    fn action_space(&self) -> Space {
+        self.inner.action_space()
+    }
+    fn lives(&self) -> u32 {
+        self.inner.lives()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
+        self.inner.reset(seed, obs);
+        for action in [1, 2] {
+            let step = self.inner.step(Action::Discrete(&[action]), obs);
+            if step.terminated || step.truncated {
+                self.inner.reset(seed, obs);
+            }
+        }
+    }
+    fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
+        self.inner.step(action, obs)
+    }
+}
+
+/// Atari 6: ClipRewardEnv: the reward's sign (-1, 0 or +1).
+pub struct ClipReward<E> {
+    inner: E,
+}
+
+impl<E: Env> ClipReward<E> {
+    pub fn new(inner: E) -> Self {
+        ClipReward { inner }
+    }
+}
+
+impl<E: Env> Env for ClipReward<E> {
+    type Obs = E::Obs;
+    fn observation_space(&self) -> Space {
+        self.inner.observation_space()
+    }
+    fn action_space(&self) -> Space {
+        self.inner.action_space()
+    }
+    fn lives(&self) -> u32 {
+        self.inner.lives()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
+        self.inner.reset(seed, obs)
+    }
+    fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
+        let step = self.inner.step(action, obs);
+        let reward = if step.reward > 0.0 {
+            1.0
+        } else if step.reward < 0.0 {
+            -1.0
+        } else {
+            0.0
+        };
+        Step { reward, ..step }
+    }
+}
+
+/// Atari 5 (first half): gymnasium's ResizeObservation: OpenCV's INTER_AREA resampling of each
+/// channel of an H x W x C image to h x w (each output pixel averages the input area it covers,
+/// partially covered pixels weighted by the covered fraction).
+pub struct ResizeObservation<E> {
+    inner: E,
+    src: (usize, usize, usize),
+    dst: (usize, usize),
+    frame: Vec<u8>,
+    /// (dst index, src index, weight) along x and along y, as OpenCV's computeResizeAreaTab.
+    xtab: Vec<(usize, usize, f32)>,
+    ytab: Vec<(usize, usize, f32)>,
+    row: Vec<f32>,
+    sum: Vec<f32>,
+}
+
+/// OpenCV's area-resampling table for one axis: `ssize` source pixels onto `dsize`.
+fn area_table(ssize: usize, dsize: usize) -> Vec<(usize, usize, f32)> {
+    let scale = 1.0 / (dsize as f64 / ssize as f64);
+    let mut tab = Vec::new();
+    for d in 0..dsize {
+        let f1 = d as f64 * scale;
+        let f2 = f1 + scale;
+        let cell = scale.min(ssize as f64 - f1);
+        let s2 = (f2.floor() as usize).min(ssize - 1);
+        let s1 = (f1.ceil() as usize).min(s2);
+        if s1 as f64 - f1 > 1e-3 {
+            tab.push((d, s1 - 1, ((s1 as f64 - f1) / cell) as f32));
+        }
+        for s in s1..s2 {
+            tab.push((d, s, (1.0 / cell) as f32));
+        }
+        if f2 - s2 as f64 > 1e-3 {
+            tab.push((d, s2, ((f2 - s2 as f64).min(1.0).min(cell) / cell) as f32));
+        }
+    }
+    tab
+}
+
+impl<E: Env<Obs = u8>> ResizeObservation<E> {
+    /// Panics unless the inner observation is an H x W x C box (a caller bug).
+    pub fn new(inner: E, height: usize, width: usize) -> Self {
+        let Space::Box { shape, .. } = inner.observation_space() else { panic!("ResizeObservation needs a Box observation") };
+        let [h, w, c] = shape[..] else { panic!("ResizeObservation needs an H x W x C observation, got {shape:?}") };
+        ResizeObservation {
+            inner,
+            src: (h, w, c),
+            dst: (height, width),
+            frame: vec![0; h * w * c],
+            xtab: area_table(w, width),
+            ytab: area_table(h, height),
+            row: vec![0.0; width * c],
+            sum: vec![0.0; width * c],
+        }
+    }
+
+    fn resize(&mut self, out: &mut [u8]) {
+        let ((_, w, c), (_, dw)) = (self.src, self.dst);
+        let mut current = usize::MAX;
+        for &(dy, sy, beta) in &self.ytab {
+            if dy != current {
+                if current != usize::MAX {
+                    Self::emit(&self.sum, &mut out[current * dw * c..(current + 1) * dw * c]);
+                }
+                self.sum.fill(0.0);
+                current = dy;
+            }
+            // horizontal pass over source row sy, then accumulate it with weight beta
+            self.row.fill(0.0);
+            let src = &self.frame[sy * w * c..(sy + 1) * w * c];
+            for &(dx, sx, alpha) in &self.xtab {
+                for k in 0..c {
+                    self.row[dx * c + k] += alpha * src[sx * c + k] as f32;
+                }
+            }
+            for (s, r) in self.sum.iter_mut().zip(&self.row) {
+                *s += beta * r;
+            }
+        }
+        Self::emit(&self.sum, &mut out[current * dw * c..(current + 1) * dw * c]);
+    }
+
+    /// OpenCV's saturate_cast<uchar>: round half to even, clamp to 0..=255.
+    fn emit(sum: &[f32], out: &mut [u8]) {
+        for (o, s) in out.iter_mut().zip(sum) {
+            *o = s.round_ties_even().clamp(0.0, 255.0) as u8;
+        }
+    }
+}
+
+impl<E: Env<Obs = u8>> Env for ResizeObservation<E> {
+    type Obs = u8;
+    fn observation_space(&self) -> Space {
+        let n = self.dst.0 * self.dst.1 * self.src.2;
+        Space::Box { shape: vec![self.dst.0, self.dst.1, self.src.2], low: vec![0.0; n], high: vec![255.0; n] }
+    }
+    fn action_space(&self) -> Space {
+        self.inner.action_space()
+    }
+    fn lives(&self) -> u32 {
+        self.inner.lives()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
+        self.inner.reset(seed, &mut self.frame);
+        self.resize(obs);
+    }
+    fn step(&mut self, action: Action, obs: &mut [u8]) -> Step {
+        let step = self.inner.step(action, &mut self.frame);
+        self.resize(obs);
+        step
+    }
+}
+
+/// Atari 5 (second half): gymnasium's GrayScaleObservation: OpenCV's RGB->gray for u8,
+/// (4899 R + 9617 G + 1868 B + 2^13) >> 14, i.e. 0.299 R + 0.587 G + 0.114 B rounded.
+pub struct GrayScale<E> {
+    inner: E,
+    shape: (usize, usize),
+    frame: Vec<u8>,
+}
+
+impl<E: Env<Obs = u8>> GrayScale<E> {
+    /// Panics unless the inner observation is an H x W x 3 box (a caller bug).
+    pub fn new(inner: E) -> Self {
+        let Space::Box { shape, .. } = inner.observation_space() else { panic!("GrayScale needs a Box observation") };
+        let [h, w, 3] = shape[..] else { panic!("GrayScale needs an H x W x 3 observation, got {shape:?}") };
+        GrayScale { inner, shape: (h, w), frame: vec![0; h * w * 3] }
+    }
+
+    fn gray(&self, out: &mut [u8]) {
+        for (o, px) in out.iter_mut().zip(self.frame.chunks_exact(3)) {
+            *o = ((4899 * px[0] as u32 + 9617 * px[1] as u32 + 1868 * px[2] as u32 + (1 << 13)) >> 14) as u8;
+        }
+    }
+}
+
+impl<E: Env<Obs = u8>> Env for GrayScale<E> {
+    type Obs = u8;
+    fn observation_space(&self) -> Space {
+        let n = self.shape.0 * self.shape.1;
+        Space::Box { shape: vec![self.shape.0, self.shape.1], low: vec![0.0; n], high: vec![255.0; n] }
+    }
+    fn action_space(&self) -> Space {
+        self.inner.action_space()
+    }
+    fn lives(&self) -> u32 {
+        self.inner.lives()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
+        self.inner.reset(seed, &mut self.frame);
+        self.gray(obs);
+    }
+    fn step(&mut self, action: Action, obs: &mut [u8]) -> Step {
+        let step = self.inner.step(action, &mut self.frame);
+        self.gray(obs);
+        step
+    }
+}
+
+/// Atari 7: FrameStack: the last `k` observations, oldest first (after a reset, k copies of
+/// the first one).
+pub struct FrameStack<E: Env> {
+    inner: E,
+    k: usize,
+    frame: Vec<E::Obs>,
+}
+
+impl<E: Env> FrameStack<E> {
+    pub fn new(inner: E, k: usize) -> Self {
+        let n = inner.observation_space().flat_dim();
+        FrameStack { inner, k, frame: vec![E::Obs::default(); n] }
+    }
+}
+
+impl<E: Env> Env for FrameStack<E> {
+    type Obs = E::Obs;
+    fn observation_space(&self) -> Space {
+        let Space::Box { shape, low, high } = self.inner.observation_space() else { panic!("FrameStack needs a Box observation") };
+        Space::Box { shape: [vec![self.k], shape].concat(), low: low.repeat(self.k), high: high.repeat(self.k) }
+    }
+    fn action_space(&self) -> Space {
+        self.inner.action_space()
+    }
+    fn lives(&self) -> u32 {
+        self.inner.lives()
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
+        self.inner.reset(seed, &mut self.frame);
+        for slot in obs.chunks_exact_mut(self.frame.len()) {
+            slot.copy_from_slice(&self.frame);
+        }
+    }
+    fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
+        let step = self.inner.step(action, &mut self.frame);
+        let n = self.frame.len();
+        obs.copy_within(n.., 0);
+        obs[(self.k - 1) * n..].copy_from_slice(&self.frame);
+        step
+    }
+}

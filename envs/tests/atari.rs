@@ -1,0 +1,92 @@
+//! Atari through native ALE + our Rust wrappers against gymnasium 0.29.1 + ale-py 0.9.0 with
+//! CleanRL ppo_atari's wrapper stack: same actions, same no-op counts (replayed), and then
+//! equal stacked observations (pixels within 1, for interpolation rounding), clipped rewards,
+//! terminated/truncated flags, lives and raw episode returns/lengths at every step.
+//! Golden data: `scripts/gen_golden_atari.py`. Needs the ROMs (scripts/setup).
+
+use envs::atari::{AtariEnv, ClipReward, EpisodicLife, FireReset, FrameStack, GrayScale, MaxAndSkip, NoopReset, ResizeObservation};
+use envs::{Action, Env, RecordEpisodeStatistics};
+use serde_json::Value;
+use std::io::Read;
+
+const FRAME: usize = 84 * 84;
+
+/// CleanRL ppo_atari's stack, innermost first, with the no-op counts replayed.
+fn cleanrl_stack(env_id: &str, noops: Vec<u32>) -> Box<dyn Env<Obs = u8>> {
+    let env = AtariEnv::new(env_id).unwrap_or_else(|e| panic!("{e}"));
+    let has_fire = env.has_fire();
+    let env = RecordEpisodeStatistics::new(env);
+    let env = NoopReset::new(env, 30).replaying(noops);
+    let env = MaxAndSkip::new(env, 4);
+    let env = EpisodicLife::new(env);
+    let env: Box<dyn Env<Obs = u8>> = if has_fire { Box::new(FireReset::new(env)) } else { Box::new(env) };
+    let env = ClipReward::new(env);
+    let env = ResizeObservation::new(env, 84, 84);
+    let env = GrayScale::new(env);
+    Box::new(FrameStack::new(env, 4))
+}
+
+fn golden(game: &str) -> (Value, Vec<u8>) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let json = std::fs::read_to_string(dir.join(format!("atari_{game}.json"))).expect("golden json");
+    let mut frames = Vec::new();
+    let gz = std::fs::File::open(dir.join(format!("atari_{game}.frames.gz"))).expect("golden frames");
+    flate2::read::GzDecoder::new(gz).read_to_end(&mut frames).expect("gzip");
+    (serde_json::from_str(&json).expect("valid json"), frames)
+}
+
+/// Largest pixel difference between our stack and the expected one, and how many pixels differ.
+fn compare(ours: &[u8], want: &[&[u8]; 4]) -> (u8, usize) {
+    let want = want.concat();
+    let diffs = ours.iter().zip(&want).map(|(a, b)| a.abs_diff(*b));
+    diffs.fold((0, 0), |(max, n), d| (max.max(d), n + (d > 0) as usize))
+}
+
+fn replay(game: &str) {
+    let (g, frames) = golden(game);
+    let frame = |i: usize| &frames[i * FRAME..(i + 1) * FRAME];
+    let as_u32 = |v: &Value| v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect::<Vec<_>>();
+    let mut env = cleanrl_stack(g["env_id"].as_str().unwrap(), as_u32(&g["noops_used"]));
+    let mut obs = vec![0u8; 4 * FRAME];
+    env.reset(Some(g["seed"].as_u64().unwrap()), &mut obs);
+    let mut want = [frame(0); 4];
+    let (mut max_diff, mut differing) = compare(&obs, &want);
+    let episodes = g["episodes"].as_array().unwrap();
+    let mut seen_episodes = 0;
+    let steps = g["actions"].as_array().unwrap().len();
+    for t in 0..steps {
+        let action = g["actions"][t].as_i64().unwrap();
+        let step = env.step(Action::Discrete(&[action]), &mut obs);
+        assert_eq!(step.reward, g["rewards"][t].as_f64().unwrap(), "{game} step {t}: clipped reward");
+        assert_eq!(step.terminated, g["terminated"][t].as_bool().unwrap(), "{game} step {t}: terminated");
+        assert_eq!(step.truncated, g["truncated"][t].as_bool().unwrap(), "{game} step {t}: truncated");
+        assert_eq!(env.lives(), g["lives"][t].as_u64().unwrap() as u32, "{game} step {t}: lives");
+        if let Some(ep) = step.episode {
+            let want_ep = &episodes[seen_episodes];
+            assert_eq!(want_ep["step"].as_u64().unwrap() as usize, t, "{game}: episode ended at another step");
+            assert_eq!((ep.r, ep.l), (want_ep["r"].as_f64().unwrap(), want_ep["l"].as_u64().unwrap()), "{game} step {t}: episode");
+            seen_episodes += 1;
+        }
+        if step.terminated || step.truncated {
+            env.reset(None, &mut obs);
+            want = [frame(t + 1); 4];
+        } else {
+            want = [want[1], want[2], want[3], frame(t + 1)];
+        }
+        let (d, n) = compare(&obs, &want);
+        assert!(d <= 1, "{game} step {t}: a pixel differs by {d} ({n} pixels differ)");
+        (max_diff, differing) = (max_diff.max(d), differing + n);
+    }
+    assert_eq!(seen_episodes, episodes.len(), "{game}: episodes");
+    eprintln!("{game}: {steps} steps equal; {differing} pixel values off by {max_diff} at most");
+}
+
+#[test]
+fn breakout_matches_gymnasium_and_ale_py() {
+    replay("breakout");
+}
+
+#[test]
+fn pong_matches_gymnasium_and_ale_py() {
+    replay("pong");
+}
