@@ -93,9 +93,12 @@ impl AtariEnv {
         self.actions.contains(&FIRE)
     }
 
+    /// The RGB screen into `obs`, unless the caller passed no buffer.
     fn screen(&self, obs: &mut [u8]) {
-        assert_eq!(obs.len(), HEIGHT * WIDTH * 3);
-        unsafe { getScreenRGB(self.ale, obs.as_mut_ptr()) }
+        if !obs.is_empty() {
+            assert_eq!(obs.len(), HEIGHT * WIDTH * 3);
+            unsafe { getScreenRGB(self.ale, obs.as_mut_ptr()) }
+        }
     }
 }
 
@@ -180,8 +183,10 @@ impl<E: Env> Env for NoopReset<E> {
             None => self.rng.gen_range(1..=self.noop_max),
         };
         self.replayed += 1;
-        for _ in 0..noops {
-            let step = self.inner.step(Action::Discrete(&[0]), obs);
+        for i in 0..noops {
+            // only the last no-op's observation is returned
+            let target = if i + 1 == noops { &mut *obs } else { &mut [] };
+            let step = self.inner.step(Action::Discrete(&[0]), target);
             if step.terminated || step.truncated {
                 self.inner.reset(None, obs);
             }
@@ -376,11 +381,13 @@ pub struct ResizeObservation<E> {
     src: (usize, usize, usize),
     dst: (usize, usize),
     frame: Vec<u8>,
-    /// (dst index, src index, weight) along x and along y, as OpenCV's computeResizeAreaTab.
-    xtab: Vec<(usize, usize, f32)>,
+    /// (dst index, src index, weight) along y, as OpenCV's computeResizeAreaTab; along x the
+    /// same weights as a fixed window of TAPS source pixels per output pixel (first index, weights)
     ytab: Vec<(usize, usize, f32)>,
-    row: Vec<f32>,
-    sum: Vec<f32>,
+    xtaps: Vec<(usize, [f32; TAPS])>,
+    /// every source row after the horizontal pass, then the output before rounding
+    rows: Vec<f32>,
+    sums: Vec<f32>,
 }
 
 /// OpenCV's area-resampling table for one axis: `ssize` source pixels onto `dsize`.
@@ -406,57 +413,85 @@ fn area_table(ssize: usize, dsize: usize) -> Vec<(usize, usize, f32)> {
     tab
 }
 
+/// Source pixels one output pixel can cover when shrinking by less than 3x (160 -> 84: 1.9).
+const TAPS: usize = 4;
+
+/// An area table regrouped per output pixel: the first source pixel of a TAPS-wide window and
+/// the weight of each pixel in it (zero where the pixel is not covered).
+fn window_taps(tab: &[(usize, usize, f32)], dsize: usize, ssize: usize) -> Vec<(usize, [f32; TAPS])> {
+    (0..dsize)
+        .map(|d| {
+            let entries: Vec<_> = tab.iter().filter(|e| e.0 == d).collect();
+            let first = entries[0].1.min(ssize - TAPS);
+            let mut taps = [0.0; TAPS];
+            for &&(_, s, w) in &entries {
+                assert!(s - first < TAPS, "ResizeObservation shrinks by at most {}x", TAPS - 1);
+                taps[s - first] = w;
+            }
+            (first, taps)
+        })
+        .collect()
+}
+
+/// Resamples each row of `src` (rows of `w` pixels of C channels) with the per-output-pixel
+/// windows `xtaps`, summing in source order as OpenCV does (zero taps add exactly nothing).
+fn horizontal<const C: usize>(src: &[u8], rows: &mut [f32], xtaps: &[(usize, [f32; TAPS])], w: usize) {
+    let dw = xtaps.len();
+    for (src, row) in src.chunks_exact(w * C).zip(rows.chunks_exact_mut(dw * C)) {
+        for (&(first, taps), out) in xtaps.iter().zip(row.chunks_exact_mut(C)) {
+            let window = &src[first * C..(first + TAPS) * C];
+            let mut acc = [0f32; C];
+            for (j, t) in taps.iter().enumerate() {
+                for (k, a) in acc.iter_mut().enumerate() {
+                    *a += t * window[j * C + k] as f32;
+                }
+            }
+            out.copy_from_slice(&acc);
+        }
+    }
+}
+
 impl<E: Env<Obs = u8>> ResizeObservation<E> {
     /// Panics unless the inner observation is an H x W x C box (a caller bug).
     pub fn new(inner: E, height: usize, width: usize) -> Self {
         let Space::Box { shape, .. } = inner.observation_space() else { panic!("ResizeObservation needs a Box observation") };
-        let [h, w, c] = shape[..] else { panic!("ResizeObservation needs an H x W x C observation, got {shape:?}") };
+        let [h, w, c @ (1 | 3)] = shape[..] else { panic!("ResizeObservation needs an H x W x 1 or 3 observation, got {shape:?}") };
         ResizeObservation {
             inner,
             src: (h, w, c),
             dst: (height, width),
             frame: vec![0; h * w * c],
-            xtab: area_table(w, width),
+            xtaps: window_taps(&area_table(w, width), width, w),
             ytab: area_table(h, height),
-            row: vec![0.0; width * c],
-            sum: vec![0.0; width * c],
+            rows: vec![0.0; h * width * c],
+            sums: vec![0.0; height * width * c],
         }
     }
 
     fn resize(&mut self, out: &mut [u8]) {
-        let ((_, w, c), (_, dw)) = (self.src, self.dst);
-        let mut current = usize::MAX;
+        let ((h, w, c), (dh, dw)) = (self.src, self.dst);
+        // horizontal pass: every source row resampled to dw pixels once
+        match c {
+            1 => horizontal::<1>(&self.frame, &mut self.rows, &self.xtaps, w),
+            3 => horizontal::<3>(&self.frame, &mut self.rows, &self.xtaps, w),
+            _ => unreachable!("checked in new"),
+        }
+        // vertical pass, summing each output row's source rows in OpenCV's order
+        self.sums.fill(0.0);
         for &(dy, sy, beta) in &self.ytab {
-            if dy != current {
-                if current != usize::MAX {
-                    Self::emit(&self.sum, &mut out[current * dw * c..(current + 1) * dw * c]);
-                }
-                self.sum.fill(0.0);
-                current = dy;
-            }
-            // horizontal pass over source row sy, then accumulate it with weight beta
-            self.row.fill(0.0);
-            let src = &self.frame[sy * w * c..(sy + 1) * w * c];
-            for &(dx, sx, alpha) in &self.xtab {
-                for k in 0..c {
-                    self.row[dx * c + k] += alpha * src[sx * c + k] as f32;
-                }
-            }
-            for (s, r) in self.sum.iter_mut().zip(&self.row) {
+            let row = &self.rows[sy * dw * c..(sy + 1) * dw * c];
+            for (s, r) in self.sums[dy * dw * c..(dy + 1) * dw * c].iter_mut().zip(row) {
                 *s += beta * r;
             }
         }
-        Self::emit(&self.sum, &mut out[current * dw * c..(current + 1) * dw * c]);
-    }
-
-    /// OpenCV's saturate_cast<uchar>: round half to even, clamp to 0..=255.
-    fn emit(sum: &[f32], out: &mut [u8]) {
-        for (o, s) in out.iter_mut().zip(sum) {
+        debug_assert_eq!(self.rows.len(), h * dw * c);
+        debug_assert_eq!(out.len(), dh * dw * c);
+        // OpenCV's saturate_cast<uchar>: round half to even, clamp to 0..=255
+        for (o, s) in out.iter_mut().zip(&self.sums) {
             *o = s.round_ties_even().clamp(0.0, 255.0) as u8;
         }
     }
 }
-
 impl<E: Env<Obs = u8>> Env for ResizeObservation<E> {
     type Obs = u8;
     fn observation_space(&self) -> Space {

@@ -40,7 +40,9 @@ pub struct Step {
 /// A single environment, shaped like gymnasium's `Env`: `reset` seeds the env's own RNG when
 /// given a seed (and keeps drawing from it otherwise); observations are written into `obs`,
 /// a slice of `observation_space().flat_dim()` values of type `Obs` (f32 for classic control,
-/// u8 pixels for Atari), so stepping allocates nothing.
+/// u8 pixels for Atari), so stepping allocates nothing. A caller that will not read an
+/// observation may pass an empty `obs`; the env may then skip producing it (MaxAndSkip does
+/// this for the frames it drops, which saves the ALE's screen conversion).
 pub trait Env: Send {
     type Obs: Copy + Default + Send + Sync + 'static;
     fn observation_space(&self) -> Space;
