@@ -31,6 +31,8 @@ struct Args {
     #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] cuda: bool,
     /// libtorch intra-op threads (1 is fastest for these small networks on CPU)
     #[arg(long, default_value_t = 1)] torch_threads: i32,
+    /// threads stepping the envs (results do not depend on it; classic control is too cheap to split)
+    #[arg(long, default_value_t = 1)] env_threads: usize,
     /// save the weights to the run directory, then evaluate them for 10 episodes
     #[arg(long)] save_model: bool,
     /// the id of the environment (CartPole-v1, Acrobot-v1, MountainCar-v0)
@@ -84,8 +86,8 @@ fn check_args(a: &Args) -> Result<(), String> {
     if !(a.learning_rate > 0.0) {
         return Err(format!("--learning-rate must be positive, got {}", a.learning_rate));
     }
-    if a.torch_threads < 1 {
-        return Err("--torch-threads must be at least 1".into());
+    if a.torch_threads < 1 || a.env_threads < 1 {
+        return Err("--torch-threads and --env-threads must be at least 1".into());
     }
     Ok(())
 }
@@ -172,7 +174,7 @@ fn main() {
     let device = if args.cuda { Device::cuda_if_available() } else { Device::Cpu };
 
     // env setup: Core 1: vectorized architecture
-    let mut envs = VecEnv::new(env_fns);
+    let mut envs = VecEnv::new(env_fns).with_threads(args.env_threads);
     let (obs_dim, n_actions) = match (envs.single_observation_space(), envs.single_action_space()) {
         (Space::Box { shape, .. }, Space::Discrete(n)) if shape.len() == 1 => (shape[0] as i64, n as i64),
         (o, a) => fail(2, format!("ppo needs a 1-D Box observation and a Discrete action space, {} has {o:?} and {a:?}", args.env_id)),

@@ -46,9 +46,29 @@ impl Run {
 /// Runs `bin` (a path from `env!("CARGO_BIN_EXE_...")`) with `args` on the CPU, in a new
 /// temporary working directory so its `runs/` is its own.
 pub fn run(bin: &str, args: &[&str]) -> Run {
+    run_with_env(bin, args, &[])
+}
+
+/// `run` with extra environment variables.
+pub fn run_with_env(bin: &str, args: &[&str], vars: &[(&str, &str)]) -> Run {
     let workdir = tempfile::tempdir().expect("temp dir");
-    let output = Command::new(bin).args(["--cuda", "false"]).args(args).current_dir(workdir.path()).output().expect("binary starts");
-    Run { output, workdir }
+    let mut cmd = Command::new(bin);
+    cmd.args(["--cuda", "false"]).args(args).current_dir(workdir.path()).envs(vars.iter().copied());
+    Run { output: cmd.output().expect("binary starts"), workdir }
+}
+
+/// Runs `bin` with each set of bad arguments and checks the contract for bad input: exit code
+/// 2, one line on stderr containing the expected words, no panic, no run directory.
+pub fn assert_bad_input(bin: &str, cases: &[(&[&str], &[(&str, &str)], &str)]) {
+    for (args, vars, needle) in cases {
+        let r = run_with_env(bin, args, vars);
+        let stderr = r.stderr();
+        assert_eq!(r.output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: one line expected: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: expected '{needle}' in: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!r.workdir.path().join("runs").exists(), "{args:?}: a run directory was made");
+    }
 }
 
 /// A CSV file as its header and rows of strings.

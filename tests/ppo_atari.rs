@@ -1,0 +1,47 @@
+//! `ppo_atari` end to end: the real binary, briefly, on Breakout through native ALE.
+
+mod common;
+use common::{assert_bad_input, assert_ratio_one_and_small_kl, run, TIMING_COLUMNS};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ppo_atari");
+
+/// 16 updates of 8 envs x 128 steps, default hyperparameters otherwise.
+#[test]
+fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
+    let r = run(BIN, &["--total-timesteps", "16384"]);
+    r.assert_ok();
+    let updates = r.csv("updates.csv");
+    assert_eq!(updates.rows.len(), 16);
+    assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 50);
+    // episodes are logged with their raw game score and length in frames
+    let episodes = r.csv("episodes.csv");
+    assert!(!episodes.rows.is_empty(), "no Breakout game finished in 16k steps");
+    assert!(episodes.col("charts/episodic_length").iter().all(|&l| l > 100.0));
+}
+
+#[test]
+fn same_seed_same_metrics_with_one_or_two_env_threads() {
+    let args = ["--total-timesteps", "2048", "--seed", "3"];
+    let a = run(BIN, &[&args[..], &["--env-threads", "1"]].concat());
+    let b = run(BIN, &[&args[..], &["--env-threads", "2"]].concat());
+    let c = run(BIN, &["--total-timesteps", "2048", "--seed", "4"]);
+    for r in [&a, &b, &c] {
+        r.assert_ok();
+    }
+    let metrics = |r: &common::Run| (r.csv("updates.csv").without(TIMING_COLUMNS), r.csv("episodes.csv"));
+    assert_eq!(metrics(&a), metrics(&b), "same seed, different metrics");
+    assert_ne!(metrics(&a).0, metrics(&c).0, "a different seed should give different metrics");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_code_2() {
+    assert_bad_input(
+        BIN,
+        &[
+            (&["--env-id", "NoSuchGameNoFrameskip-v4"], &[], "no_such_game"),
+            (&["--env-id", "Breakout-v5"], &[], "unknown env id"),
+            (&[], &[("ALE_ROM_DIR", "/nonexistent/roms")], "scripts/setup"),
+            (&["--num-envs", "3", "--num-minibatches", "4", "--num-steps", "7"], &[], "divisible"),
+        ],
+    );
+}
