@@ -228,7 +228,7 @@ fn main() {
     let mut action_buf = vec![0i64; ne];
 
     for iteration in 1..=num_iterations {
-        let collect_start = Instant::now();
+        let (collect_start, mut env_seconds) = (Instant::now(), 0.0);
         // Core 4: learning-rate annealing, linearly to 0
         let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / num_iterations as f64 } else { 1.0 };
         let lr = frac * args.learning_rate;
@@ -242,7 +242,9 @@ fn main() {
             actions.get(step as i64).copy_(&action);
 
             action.to_device(Device::Cpu).copy_data(&mut action_buf, ne);
+            let env_start = Instant::now();
             envs.step(Action::Discrete(&action_buf));
+            env_seconds += env_start.elapsed().as_secs_f64();
             rewards[step * ne..(step + 1) * ne].copy_from_slice(&envs.rewards);
             // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
             for (d, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
@@ -377,6 +379,7 @@ fn main() {
             ("debug/first_mb_clipfrac", scalar(&first_mb.1)),
             ("debug/unclipped_grad_norm", scalar(&grad_norm)),
             ("timing/collection_seconds", collection_seconds),
+            ("timing/env_seconds", env_seconds),
             ("timing/learning_seconds", learn_start.elapsed().as_secs_f64()),
         ];
         log.update(&row, num_iterations).unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));

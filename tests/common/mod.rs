@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Columns that measure time, not behaviour: left out when comparing runs.
-pub const TIMING_COLUMNS: &[&str] = &["charts/SPS", "timing/collection_seconds", "timing/learning_seconds"];
+pub const TIMING_COLUMNS: &[&str] = &["charts/SPS", "timing/collection_seconds", "timing/env_seconds", "timing/learning_seconds"];
 
 /// A finished run of a binary in a fresh working directory.
 pub struct Run {
