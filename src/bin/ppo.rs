@@ -132,15 +132,6 @@ impl Agent {
         self.critic.forward(x)
     }
 
-    /// Samples one action per row from Categorical(logits), by inverting its CDF: the first
-    /// action whose cumulative probability exceeds a uniform draw.
-    fn get_action(&self, x: &Tensor) -> Tensor {
-        let probs = self.actor.forward(x).softmax(-1, Kind::Float);
-        let u = Tensor::rand([x.size()[0], 1], (Kind::Float, x.device()));
-        let last = probs.size()[1] - 1; // a rounding shortfall of the CDF must not pick past it
-        probs.cumsum(-1, Kind::Float).lt_tensor(&u).sum_dim_intlist(-1, false, Kind::Int64).clamp_max(last)
-    }
-
     /// Samples an action when none is given; returns (action, log-prob, entropy, value).
     fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
         let logits = self.actor.forward(x);
@@ -148,12 +139,20 @@ impl Agent {
         let probs = log_probs.exp();
         let action = match action {
             Some(a) => a.shallow_clone(),
-            None => self.get_action(x),
+            None => sample(&probs),
         };
         let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
         let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
         (action, log_prob, entropy, self.get_value(x))
     }
+}
+
+/// One action per row of `probs` (a Categorical sample), by inverting the CDF: the first action
+/// whose cumulative probability exceeds a uniform draw (5 us here; multinomial takes 15).
+fn sample(probs: &Tensor) -> Tensor {
+    let u = Tensor::rand([probs.size()[0], 1], (Kind::Float, probs.device()));
+    let last = probs.size()[1] - 1; // a rounding shortfall of the CDF must not pick past it
+    probs.cumsum(-1, Kind::Float).lt_tensor(&u).sum_dim_intlist(-1, false, Kind::Int64).clamp_max(last)
 }
 
 fn main() {
@@ -188,11 +187,9 @@ fn main() {
     let mut log = RunLog::create(&run_dir, &args, (num_iterations * batch_size) as u64)
         .unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
 
-    // storage: what the update reads lives on the device; rewards and dones are made and used
-    // on the host (env, GAE), so they stay there
-    let (t, n, ne) = (args.num_steps as i64, args.num_envs as i64, args.num_envs);
-    let obs = Tensor::zeros([t, n, obs_dim], (Kind::Float, device));
-    let actions = Tensor::zeros([t, n], (Kind::Int64, device));
+    // storage: each step's tensors stay on the device and are joined after the rollout;
+    // rewards and dones are made and used on the host (env, GAE), so they stay there
+    let (n, ne) = (args.num_envs as i64, args.num_envs);
     let mut rewards = vec![0f32; batch_size];
     let mut dones = vec![0f32; batch_size];
 
@@ -209,15 +206,15 @@ fn main() {
         let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / num_iterations as f64 } else { 1.0 };
         let lr = frac * args.learning_rate;
 
+        let (mut obs, mut actions, mut logprobs, mut values) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for step in 0..args.num_steps {
             global_step += ne as u64;
             let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
-            obs.get(step as i64).copy_(&next_obs);
             dones[step * ne..(step + 1) * ne].copy_from_slice(&next_done);
-            let action = tch::no_grad(|| agent.get_action(&next_obs));
-            actions.get(step as i64).copy_(&action);
-
+            let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
             action.to_device(Device::Cpu).copy_data(&mut action_buf, ne);
+            (obs.push(next_obs), actions.push(action), logprobs.push(logprob), values.push(value.view([n])));
+
             let env_start = Instant::now();
             envs.step(Action::Discrete(&action_buf));
             env_seconds += env_start.elapsed().as_secs_f64();
@@ -231,15 +228,11 @@ fn main() {
             }
         }
 
-        // The policy did not change during the rollout, so the log-probs and values of the whole
-        // batch come from one batched pass (cheaper than many tiny ones, same numbers).
-        let b_obs = obs.view([-1, obs_dim]);
-        let b_actions = actions.view([-1]);
+        // the flattened batch, step-major (row step * num_envs + env), as CleanRL reshapes it
+        let (b_obs, b_actions) = (Tensor::cat(&obs, 0), Tensor::cat(&actions, 0));
+        let (b_logprobs, b_values) = (Tensor::cat(&logprobs, 0), Tensor::cat(&values, 0));
         let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
-        let (b_logprobs, b_values, next_value) = tch::no_grad(|| {
-            let (_, logprob, _, value) = agent.get_action_and_value(&b_obs, Some(&b_actions));
-            (logprob, value.view([-1]), agent.get_value(&next_obs).view([-1]))
-        });
+        let next_value = tch::no_grad(|| agent.get_value(&next_obs)).view([-1]);
 
         // Core 5: GAE, as a plain loop over host copies
         let host = |x: &Tensor| Vec::<f32>::try_from(x.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e));
@@ -463,7 +456,7 @@ fn evaluate(
     let mut action = [0i64];
     while returns.len() < episodes {
         let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-        let a = tch::no_grad(|| agent.get_action(&obs));
+        let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
         a.to_device(Device::Cpu).copy_data(&mut action, 1);
         env.step(Action::Discrete(&action));
         returns.extend(env.finished.iter().map(|ep| ep.r));
