@@ -157,14 +157,15 @@ fn sample(probs: &Tensor) -> Tensor {
 
 fn main() {
     let args = Args::parse();
+    let start_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.exp_name, args.seed, start_unix);
     // Bad input: one line naming the problem, exit code 2, nothing written.
-    let env_fns = check_args(&args).and_then(|()| (0..args.num_envs).map(|_| make_env(&args.env_id).map_err(|e| e.to_string())).collect());
+    let make = |_: usize| make_env(&args.env_id).map_err(|e| e.to_string());
+    let env_fns = check_args(&args).and_then(|()| (0..args.num_envs).map(make).collect());
     let env_fns: Vec<Box<dyn Env<Obs = f32>>> = env_fns.unwrap_or_else(|e| fail(2, e));
     let batch_size = args.num_envs * args.num_steps;
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
-    let start_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let run_name = format!("{}__{}__{}__{}", args.env_id, args.exp_name, args.seed, start_unix);
 
     // seeding
     tch::manual_seed(args.seed as i64);

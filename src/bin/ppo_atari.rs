@@ -1,8 +1,7 @@
 //! # ppo_atari: PPO on Atari games, a diff of `ppo.rs`
 //!
-//! CleanRL's `ppo_atari.py` in Rust on `tch`: `ppo.rs` plus the 9 Atari details, each tagged
-//! `// Atari N: ...`: DeepMind's env wrappers (native ALE, see `envs::atari`), a shared
-//! Nature-CNN trunk and pixels scaled to [0, 1]. `diffs/ppo_atari.diff` shows exactly these lines.
+//! CleanRL's `ppo_atari.py`: `ppo.rs` plus the 9 Atari details, each tagged `// Atari N: ...`:
+//! DeepMind's env wrappers (native ALE, `envs::atari`), a shared Nature-CNN, pixels scaled to [0, 1].
 //!
 //! Run: `cargo run --release --bin ppo_atari -- --env-id BreakoutNoFrameskip-v4 --seed 1`
 //! Writes `runs/<env-id>__<exp-name>__<seed>__<unix-time>/`: args.json, episodes.csv and
@@ -10,7 +9,7 @@
 //! weights and eval.csv.
 
 use clap::{ArgAction, Parser};
-use envs::atari::{AtariEnv, ClipReward, EpisodicLife, FireReset, FrameStack, GrayScale, MaxAndSkip, NoopReset, ResizeObservation};
+use envs::atari::*; // the Atari env and its wrappers
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -36,6 +35,8 @@ struct Args {
     #[arg(long, default_value_t = std::thread::available_parallelism().map_or(1, |n| n.get()))] env_threads: usize,
     /// save the weights to the run directory, then evaluate them for 10 episodes
     #[arg(long)] save_model: bool,
+    /// record env 0's games, every frame, on CleanRL's schedule, as GIFs in videos/<run-name>/
+    #[arg(long)] capture_video: bool,
     /// the id of the environment (<Game>NoFrameskip-v4: BreakoutNoFrameskip-v4, PongNoFrameskip-v4, ...)
     #[arg(long, default_value = "BreakoutNoFrameskip-v4")] env_id: String,
     /// total timesteps of the experiment
@@ -94,15 +95,14 @@ fn check_args(a: &Args) -> Result<(), String> {
 }
 
 /// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
-fn make_env(env_id: &str) -> Result<Box<dyn Env<Obs = u8>>, envs::EnvError> {
+fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = u8>>, envs::EnvError> {
     let env = AtariEnv::new(env_id)?;
     let has_fire = env.has_fire();
-    let env = RecordEpisodeStatistics::new(env); // innermost: logs raw game scores
+    let env = RecordEpisodeStatistics::new(RecordVideo::new(env, video_dir)); // innermost: raw game scores
     let env = NoopReset::new(env, 30); // Atari 1: NoopResetEnv
     let env = MaxAndSkip::new(env, 4); // Atari 2: MaxAndSkipEnv
     let env = EpisodicLife::new(env); // Atari 3: EpisodicLifeEnv
-                                      // Atari 4: FireResetEnv, for games that wait for FIRE
-    let env: Box<dyn Env<Obs = u8>> = if has_fire { Box::new(FireReset::new(env)) } else { Box::new(env) };
+    let env: Box<dyn Env<Obs = u8>> = if has_fire { Box::new(FireReset::new(env)) } else { Box::new(env) }; // Atari 4: FireResetEnv
     let env = ClipReward::new(env); // Atari 6: ClipRewardEnv
     let env = GrayScale::new(ResizeObservation::new(env, 84, 84)); // Atari 5: WarpFrame (84x84 gray)
     Ok(Box::new(FrameStack::new(env, 4))) // Atari 7: FrameStack
@@ -115,10 +115,9 @@ fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
 }
 
 /// Core 2 for convolutions: orthogonal (out, in*k*k) kernels as torch makes them, zero biases.
-fn conv_init(p: nn::Path, in_channels: i64, out_channels: i64, kernel: i64, stride: i64) -> nn::Conv2D {
-    let mut conv =
-        nn::conv2d(p, in_channels, out_channels, kernel, nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() });
-    let q = nn::init(nn::Init::Orthogonal { gain: 2f64.sqrt() }, &[out_channels, in_channels * kernel * kernel], conv.ws.device());
+fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Conv2D {
+    let mut conv = nn::conv2d(p, c_in, c_out, k, nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() });
+    let q = nn::init(nn::Init::Orthogonal { gain: 2f64.sqrt() }, &[c_out, c_in * k * k], conv.ws.device());
     tch::no_grad(|| conv.ws.copy_(&q.view_as(&conv.ws)));
     conv
 }
@@ -181,14 +180,16 @@ fn sample(probs: &Tensor) -> Tensor {
 
 fn main() {
     let args = Args::parse();
+    let start_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.exp_name, args.seed, start_unix);
     // Bad input: one line naming the problem, exit code 2, nothing written.
-    let env_fns = check_args(&args).and_then(|()| (0..args.num_envs).map(|_| make_env(&args.env_id).map_err(|e| e.to_string())).collect());
+    let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
+    let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| i == 0)).map_err(|e| e.to_string());
+    let env_fns = check_args(&args).and_then(|()| (0..args.num_envs).map(make).collect());
     let env_fns: Vec<Box<dyn Env<Obs = u8>>> = env_fns.unwrap_or_else(|e| fail(2, e));
     let batch_size = args.num_envs * args.num_steps;
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
-    let start_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let run_name = format!("{}__{}__{}__{}", args.env_id, args.exp_name, args.seed, start_unix);
 
     // seeding
     tch::manual_seed(args.seed as i64);
@@ -474,7 +475,7 @@ fn evaluate(
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), n_actions);
     vs.load(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
-    let mut env = VecEnv::new(vec![make_env(&args.env_id).map_err(|e| e.to_string())?]);
+    let mut env = VecEnv::new(vec![make_env(&args.env_id, None).map_err(|e| e.to_string())?]);
     env.reset(Some(args.seed));
     let mut returns = Vec::new();
     let mut action = [0i64];
