@@ -38,9 +38,11 @@ fn bad_input_is_one_line_and_exit_code_2() {
     assert_bad_input(
         BIN,
         &[
-            (&["--env-id", "NoSuchGameNoFrameskip-v4"], &[], "no_such_game"),
+            (&["--env-id", "NoSuchGameNoFrameskip-v4"], &[], "NoSuchGameNoFrameskip-v4"),
+            (&["--env-id", "BasicMathNoFrameskip-v4"], &[], "unknown env id"),
             (&["--env-id", "Breakout-v5"], &[], "unknown env id"),
             (&[], &[("ALE_ROM_DIR", "/nonexistent/roms")], "scripts/setup"),
+            (&[], &[("ALE_ROM_DIR", "/")], "breakout.bin is missing"),
             (&["--num-envs", "3", "--num-minibatches", "4", "--num-steps", "7"], &[], "divisible"),
         ],
     );

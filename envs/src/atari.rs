@@ -27,17 +27,78 @@ pub fn rom_dir() -> PathBuf {
     std::env::var_os("ALE_ROM_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("PPO_DETAILS_DEFAULT_ROM_DIR")))
 }
 
-/// `BreakoutNoFrameskip-v4` -> `breakout`, `SpaceInvadersNoFrameskip-v4` -> `space_invaders`.
-pub fn rom_name(env_id: &str) -> Option<String> {
+/// The 62 games ale-py 0.9 registers as `<Game>NoFrameskip-v4`, by ROM name (ALE 0.6 knows them all).
+pub const V4_GAMES: &[&str] = &[
+    "adventure",
+    "air_raid",
+    "alien",
+    "amidar",
+    "assault",
+    "asterix",
+    "asteroids",
+    "atlantis",
+    "bank_heist",
+    "battle_zone",
+    "beam_rider",
+    "berzerk",
+    "bowling",
+    "boxing",
+    "breakout",
+    "carnival",
+    "centipede",
+    "chopper_command",
+    "crazy_climber",
+    "defender",
+    "demon_attack",
+    "double_dunk",
+    "elevator_action",
+    "enduro",
+    "fishing_derby",
+    "freeway",
+    "frostbite",
+    "gopher",
+    "gravitar",
+    "hero",
+    "ice_hockey",
+    "jamesbond",
+    "journey_escape",
+    "kangaroo",
+    "krull",
+    "kung_fu_master",
+    "montezuma_revenge",
+    "ms_pacman",
+    "name_this_game",
+    "phoenix",
+    "pitfall",
+    "pong",
+    "pooyan",
+    "private_eye",
+    "qbert",
+    "riverraid",
+    "road_runner",
+    "robotank",
+    "seaquest",
+    "skiing",
+    "solaris",
+    "space_invaders",
+    "star_gunner",
+    "tennis",
+    "time_pilot",
+    "tutankham",
+    "up_n_down",
+    "venture",
+    "video_pinball",
+    "wizard_of_wor",
+    "yars_revenge",
+    "zaxxon",
+];
+
+/// The ROM of a `<Game>NoFrameskip-v4` id: `BreakoutNoFrameskip-v4` -> `breakout`,
+/// `SpaceInvadersNoFrameskip-v4` -> `space_invaders` (ale-py capitalizes each word of the ROM name).
+pub fn rom_name(env_id: &str) -> Option<&'static str> {
     let game = env_id.strip_suffix("NoFrameskip-v4")?;
-    let mut rom = String::new();
-    for (i, c) in game.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            rom.push('_');
-        }
-        rom.push(c.to_ascii_lowercase());
-    }
-    (!rom.is_empty() && rom.chars().all(|c| c.is_ascii_lowercase() || c == '_')).then_some(rom)
+    let camel = |rom: &str| rom.split('_').map(|w| w[..1].to_uppercase() + &w[1..]).collect::<String>();
+    V4_GAMES.iter().copied().find(|rom| camel(rom) == game)
 }
 
 /// One ALE emulator running a `<Game>NoFrameskip-v4` game as ale-py registers it: frameskip 1,

@@ -26,7 +26,7 @@ impl EnvError {
     /// An id nobody knows; the message lists the classic-control ids and the Atari form.
     pub fn unknown(id: &str) -> EnvError {
         let known: Vec<&str> = KNOWN_ENVS.iter().map(|(id, _)| *id).collect();
-        EnvError(format!("unknown env id '{id}'; known ids: {}, and <Game>NoFrameskip-v4 for Atari games", known.join(", ")))
+        EnvError(format!("unknown env id '{id}'; known ids: {}, and <Game>NoFrameskip-v4 for the {} Atari games ale-py registers (e.g. BreakoutNoFrameskip-v4)", known.join(", "), atari::V4_GAMES.len()))
     }
 }
 

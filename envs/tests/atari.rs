@@ -90,3 +90,22 @@ fn breakout_matches_gymnasium_and_ale_py() {
 fn pong_matches_gymnasium_and_ale_py() {
     replay("pong");
 }
+
+#[test]
+fn every_v4_game_has_its_rom_and_loads() {
+    use envs::atari::{rom_dir, rom_name, V4_GAMES};
+    assert_eq!(V4_GAMES.len(), 62);
+    for (id, rom) in [("BreakoutNoFrameskip-v4", "breakout"), ("UpNDownNoFrameskip-v4", "up_n_down"), ("MsPacmanNoFrameskip-v4", "ms_pacman")] {
+        assert_eq!(rom_name(id), Some(rom));
+    }
+    assert_eq!(rom_name("Breakout-v5"), None);
+    assert_eq!(rom_name("BasicMathNoFrameskip-v4"), None, "not a v4 game in ale-py");
+    for rom in V4_GAMES {
+        assert!(rom_dir().join(format!("{rom}.bin")).is_file(), "{rom}.bin missing in {}", rom_dir().display());
+    }
+    // ALE 0.6 accepts the ROMs (a ROM it did not know would end the process)
+    for id in ["SpaceInvadersNoFrameskip-v4", "BeamRiderNoFrameskip-v4", "MontezumaRevengeNoFrameskip-v4"] {
+        let env = AtariEnv::new(id).unwrap_or_else(|e| panic!("{e}"));
+        assert!(env.action_space().flat_dim() == 1);
+    }
+}
