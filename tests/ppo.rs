@@ -1,7 +1,7 @@
 //! `ppo` end to end: the real binary, briefly, on CartPole-v1.
 
 mod common;
-use common::{assert_ratio_one_and_small_kl, run, Table, TIMING_COLUMNS};
+use common::{assert_ratio_one_and_small_kl, run, Table};
 use std::collections::HashMap;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ppo");
@@ -23,12 +23,7 @@ fn same_seed_same_metrics_on_cpu() {
     let a = run(BIN, &[SHORT, &["--seed", "5"]].concat());
     let b = run(BIN, &[SHORT, &["--seed", "5"]].concat());
     let c = run(BIN, &[SHORT, &["--seed", "6"]].concat());
-    for r in [&a, &b, &c] {
-        r.assert_ok();
-    }
-    let metrics = |r: &common::Run| (r.csv("updates.csv").without(TIMING_COLUMNS), r.csv("episodes.csv"));
-    assert_eq!(metrics(&a), metrics(&b), "same seed, different metrics");
-    assert_ne!(metrics(&a).0, metrics(&c).0, "a different seed should give different metrics");
+    common::assert_same_metrics(&a, &b, &c);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `ppo_atari` end to end: the real binary, briefly, on Breakout through native ALE.
 
 mod common;
-use common::{assert_bad_input, assert_ratio_one_and_small_kl, run, TIMING_COLUMNS};
+use common::{assert_bad_input, assert_ratio_one_and_small_kl, run};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ppo_atari");
 
@@ -25,12 +25,7 @@ fn same_seed_same_metrics_with_one_or_two_env_threads() {
     let a = run(BIN, &[&args[..], &["--env-threads", "1"]].concat());
     let b = run(BIN, &[&args[..], &["--env-threads", "2"]].concat());
     let c = run(BIN, &["--total-timesteps", "2048", "--seed", "4"]);
-    for r in [&a, &b, &c] {
-        r.assert_ok();
-    }
-    let metrics = |r: &common::Run| (r.csv("updates.csv").without(TIMING_COLUMNS), r.csv("episodes.csv"));
-    assert_eq!(metrics(&a), metrics(&b), "same seed, different metrics");
-    assert_ne!(metrics(&a).0, metrics(&c).0, "a different seed should give different metrics");
+    common::assert_same_metrics(&a, &b, &c);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //!
 //! Observations are u8 pixels; the agent does the scaling.
 
+use crate::env::forward;
 use crate::{Action, Env, EnvError, Space, Step};
 use ale_sys::{
     act, game_over, getEpisodeFrameNumber, getMinimalActionSet, getMinimalActionSize, getScreenRGB, lives, loadROM, reset_game, setFloat,
@@ -225,15 +226,7 @@ impl<E: Env> NoopReset<E> {
 
 impl<E: Env> Env for NoopReset<E> {
     type Obs = E::Obs;
-    fn observation_space(&self) -> Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> Space {
-        self.inner.action_space()
-    }
-    fn lives(&self) -> u32 {
-        self.inner.lives()
-    }
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         if let Some(seed) = seed {
             self.rng = ChaCha8Rng::seed_from_u64(seed);
@@ -275,15 +268,7 @@ impl<E: Env<Obs = u8>> MaxAndSkip<E> {
 
 impl<E: Env<Obs = u8>> Env for MaxAndSkip<E> {
     type Obs = u8;
-    fn observation_space(&self) -> Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> Space {
-        self.inner.action_space()
-    }
-    fn lives(&self) -> u32 {
-        self.inner.lives()
-    }
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
         self.inner.reset(seed, obs)
     }
@@ -327,15 +312,7 @@ impl<E: Env> EpisodicLife<E> {
 
 impl<E: Env> Env for EpisodicLife<E> {
     type Obs = E::Obs;
-    fn observation_space(&self) -> Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> Space {
-        self.inner.action_space()
-    }
-    fn lives(&self) -> u32 {
-        self.inner.lives()
-    }
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         if self.was_real_done {
             self.inner.reset(seed, obs);
@@ -373,15 +350,7 @@ impl<E: Env> FireReset<E> {
 
 impl<E: Env> Env for FireReset<E> {
     type Obs = E::Obs;
-    fn observation_space(&self) -> Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> Space {
-        self.inner.action_space()
-    }
-    fn lives(&self) -> u32 {
-        self.inner.lives()
-    }
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         self.inner.reset(seed, obs);
         for action in [1, 2] {
@@ -409,15 +378,7 @@ impl<E: Env> ClipReward<E> {
 
 impl<E: Env> Env for ClipReward<E> {
     type Obs = E::Obs;
-    fn observation_space(&self) -> Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> Space {
-        self.inner.action_space()
-    }
-    fn lives(&self) -> u32 {
-        self.inner.lives()
-    }
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         self.inner.reset(seed, obs)
     }
@@ -555,15 +516,10 @@ impl<E: Env<Obs = u8>> ResizeObservation<E> {
 }
 impl<E: Env<Obs = u8>> Env for ResizeObservation<E> {
     type Obs = u8;
+    forward!(action_space -> Space, lives -> u32);
     fn observation_space(&self) -> Space {
         let n = self.dst.0 * self.dst.1 * self.src.2;
         Space::Box { shape: vec![self.dst.0, self.dst.1, self.src.2], low: vec![0.0; n], high: vec![255.0; n] }
-    }
-    fn action_space(&self) -> Space {
-        self.inner.action_space()
-    }
-    fn lives(&self) -> u32 {
-        self.inner.lives()
     }
     fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
         self.inner.reset(seed, &mut self.frame);
@@ -601,15 +557,10 @@ impl<E: Env<Obs = u8>> GrayScale<E> {
 
 impl<E: Env<Obs = u8>> Env for GrayScale<E> {
     type Obs = u8;
+    forward!(action_space -> Space, lives -> u32);
     fn observation_space(&self) -> Space {
         let n = self.shape.0 * self.shape.1;
         Space::Box { shape: vec![self.shape.0, self.shape.1], low: vec![0.0; n], high: vec![255.0; n] }
-    }
-    fn action_space(&self) -> Space {
-        self.inner.action_space()
-    }
-    fn lives(&self) -> u32 {
-        self.inner.lives()
     }
     fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
         self.inner.reset(seed, &mut self.frame);
@@ -639,15 +590,10 @@ impl<E: Env> FrameStack<E> {
 
 impl<E: Env> Env for FrameStack<E> {
     type Obs = E::Obs;
+    forward!(action_space -> Space, lives -> u32);
     fn observation_space(&self) -> Space {
         let Space::Box { shape, low, high } = self.inner.observation_space() else { panic!("FrameStack needs a Box observation") };
         Space::Box { shape: [vec![self.k], shape].concat(), low: low.repeat(self.k), high: high.repeat(self.k) }
-    }
-    fn action_space(&self) -> Space {
-        self.inner.action_space()
-    }
-    fn lives(&self) -> u32 {
-        self.inner.lives()
     }
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         self.inner.reset(seed, &mut self.frame);
@@ -733,15 +679,7 @@ impl<E: Env<Obs = u8>> RecordVideo<E> {
 
 impl<E: Env<Obs = u8>> Env for RecordVideo<E> {
     type Obs = u8;
-    fn observation_space(&self) -> Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> Space {
-        self.inner.action_space()
-    }
-    fn lives(&self) -> u32 {
-        self.inner.lives()
-    }
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
         self.inner.reset(seed, &mut self.frame);
         obs.copy_from_slice(&self.frame);

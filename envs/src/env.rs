@@ -74,6 +74,17 @@ impl<T: Copy + Default + Send + Sync + 'static> Env for Box<dyn Env<Obs = T>> {
     }
 }
 
+/// Inside a wrapper's `impl Env`: methods passed to `self.inner` unchanged, e.g.
+/// `forward!(observation_space -> Space, lives -> u32);`
+macro_rules! forward {
+    ($($method:ident -> $ty:ty),*) => {
+        $(fn $method(&self) -> $ty {
+            self.inner.$method()
+        })*
+    };
+}
+pub(crate) use forward;
+
 /// gymnasium's `TimeLimit`: truncates the episode after `max_steps` steps.
 pub struct TimeLimit<E> {
     inner: E,
@@ -89,15 +100,7 @@ impl<E: Env> TimeLimit<E> {
 
 impl<E: Env> Env for TimeLimit<E> {
     type Obs = E::Obs;
-    fn lives(&self) -> u32 {
-        self.inner.lives()
-    }
-    fn observation_space(&self) -> Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> Space {
-        self.inner.action_space()
-    }
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         self.elapsed = 0;
         self.inner.reset(seed, obs)
@@ -127,15 +130,7 @@ impl<E: Env> RecordEpisodeStatistics<E> {
 
 impl<E: Env> Env for RecordEpisodeStatistics<E> {
     type Obs = E::Obs;
-    fn lives(&self) -> u32 {
-        self.inner.lives()
-    }
-    fn observation_space(&self) -> Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> Space {
-        self.inner.action_space()
-    }
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         (self.ret, self.len) = (0.0, 0);
         self.inner.reset(seed, obs)

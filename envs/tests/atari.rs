@@ -95,7 +95,9 @@ fn pong_matches_gymnasium_and_ale_py() {
 fn every_v4_game_has_its_rom_and_loads() {
     use envs::atari::{rom_dir, rom_name, V4_GAMES};
     assert_eq!(V4_GAMES.len(), 62);
-    for (id, rom) in [("BreakoutNoFrameskip-v4", "breakout"), ("UpNDownNoFrameskip-v4", "up_n_down"), ("MsPacmanNoFrameskip-v4", "ms_pacman")] {
+    for (id, rom) in
+        [("BreakoutNoFrameskip-v4", "breakout"), ("UpNDownNoFrameskip-v4", "up_n_down"), ("MsPacmanNoFrameskip-v4", "ms_pacman")]
+    {
         assert_eq!(rom_name(id), Some(rom));
     }
     assert_eq!(rom_name("Breakout-v5"), None);

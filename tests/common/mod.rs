@@ -117,3 +117,14 @@ pub fn assert_ratio_one_and_small_kl(updates: &Table, ratio_column: &str, clipfr
         assert!(kl.is_finite() && *kl < 0.02, "update {}: approx_kl {kl} (>= 0.02)", i + 1);
     }
 }
+
+/// `a` and `b` ran with the same seed: identical updates.csv (timing columns aside) and
+/// episodes.csv; `c` ran with another seed: different metrics (so the check can fail).
+pub fn assert_same_metrics(a: &Run, b: &Run, c: &Run) {
+    for r in [a, b, c] {
+        r.assert_ok();
+    }
+    let metrics = |r: &Run| (r.csv("updates.csv").without(TIMING_COLUMNS), r.csv("episodes.csv"));
+    assert_eq!(metrics(a), metrics(b), "same seed, different metrics");
+    assert_ne!(metrics(a).0, metrics(c).0, "a different seed should give different metrics");
+}
