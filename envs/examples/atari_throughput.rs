@@ -26,8 +26,6 @@ fn main() {
     for threads in [1, 2] {
         let mut envs = VecEnv::new((0..num_envs).map(|_| make(env_id)).collect()).with_threads(threads);
         envs.reset(Some(1));
-        let n = envs.single_action_space().flat_dim();
-        let _ = n;
         let actions: Vec<i64> = (0..num_envs as i64).map(|i| i % 4).collect();
         let start = Instant::now();
         for _ in 0..steps / num_envs {

@@ -474,7 +474,7 @@ fn horizontal<const C: usize>(src: &[u8], rows: &mut [f32], xtaps: &[(usize, [f3
 }
 
 impl<E: Env<Obs = u8>> ResizeObservation<E> {
-    /// Panics unless the inner observation is an H x W x C box (a caller bug).
+    /// Panics unless the inner observation is an H x W x 1 or H x W x 3 box (a caller bug).
     pub fn new(inner: E, height: usize, width: usize) -> Self {
         let Space::Box { shape, .. } = inner.observation_space() else { panic!("ResizeObservation needs a Box observation") };
         let [h, w, c @ (1 | 3)] = shape[..] else { panic!("ResizeObservation needs an H x W x 1 or 3 observation, got {shape:?}") };

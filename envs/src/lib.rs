@@ -1,8 +1,9 @@
 //! Gymnasium-shaped environments for the ppo-details binaries.
 //!
 //! The crate is deliberately thin: spaces, a single-env trait with the standard wrappers, a
-//! vectorized env with gymnasium 0.29's auto-reset, and native environments written to match
-//! their gymnasium references step for step (see `tests/golden.rs`).
+//! vectorized env with gymnasium 0.29's auto-reset, native classic-control environments written
+//! to match gymnasium step for step (`tests/golden.rs`), and Atari through the native ALE with
+//! CleanRL's wrappers (`atari`, `tests/atari.rs`).
 
 pub mod atari;
 mod classic;

@@ -64,10 +64,6 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
         self
     }
 
-    pub fn num_envs(&self) -> usize {
-        self.envs.len()
-    }
-
     pub fn single_observation_space(&self) -> Space {
         self.envs[0].observation_space()
     }
@@ -86,9 +82,10 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
     pub fn step(&mut self, actions: Action) {
         let n = self.envs.len();
         self.run(|i, env, obs, out| {
+            let row = |len: usize| i * len / n..(i + 1) * len / n; // env i's share of the flat actions
             let action = match actions {
-                Action::Discrete(a) => Action::Discrete(&a[i * a.len() / n..(i + 1) * a.len() / n]),
-                Action::Continuous(a) => Action::Continuous(&a[i * a.len() / n..(i + 1) * a.len() / n]),
+                Action::Discrete(a) => Action::Discrete(&a[row(a.len())]),
+                Action::Continuous(a) => Action::Continuous(&a[row(a.len())]),
             };
             let step = env.step(action, obs);
             *out = Outcome {
