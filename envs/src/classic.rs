@@ -276,3 +276,141 @@ impl Env for MountainCar {
         step_result(-1.0, terminated)
     }
 }
+
+/// The single value of a one-dimensional `Box` action; panics on any other kind (a caller bug).
+fn continuous1(action: Action) -> f32 {
+    match action {
+        Action::Continuous([a]) => *a,
+        other => panic!("expected one continuous action, got {other:?}"),
+    }
+}
+
+/// numpy's `x ** 2` on a float64 scalar: libm's `pow`, which is not always the correctly rounded
+/// `x * x` (1 ulp apart in about 1 of 10^3 Pendulum rewards). The opaque exponent keeps the
+/// compiler from turning the call back into `x * x`.
+fn np_square(x: f64) -> f64 {
+    x.powf(std::hint::black_box(2.0))
+}
+
+/// `Pendulum-v1`: swing a pendulum up and hold it, with a torque in [-2, 2].
+pub struct Pendulum {
+    /// theta (0 is upright), theta_dot
+    pub state: [f64; 2],
+    rng: ChaCha8Rng,
+}
+
+impl Pendulum {
+    const MAX_SPEED: f64 = 8.0;
+    const MAX_TORQUE: f32 = 2.0;
+    const DT: f64 = 0.05;
+    const G: f64 = 10.0;
+    const M: f64 = 1.0;
+    const L: f64 = 1.0;
+
+    pub fn new() -> Self {
+        Pendulum { state: [0.0; 2], rng: ChaCha8Rng::seed_from_u64(0) }
+    }
+
+    fn write_obs(&self, obs: &mut [f32]) {
+        let [theta, theta_dot] = self.state;
+        obs[0] = theta.cos() as f32;
+        obs[1] = theta.sin() as f32;
+        obs[2] = theta_dot as f32;
+    }
+}
+
+impl Default for Pendulum {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Env for Pendulum {
+    type Obs = f32;
+    fn observation_space(&self) -> Space {
+        let v = Self::MAX_SPEED as f32;
+        Space::bounded_box(vec![-1.0, -1.0, -v], vec![1.0, 1.0, v])
+    }
+    fn action_space(&self) -> Space {
+        Space::bounded_box(vec![-Self::MAX_TORQUE], vec![Self::MAX_TORQUE])
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+        rng_from(seed, &mut self.rng);
+        self.state = [self.rng.gen_range(-PI..PI), self.rng.gen_range(-1.0..1.0)];
+        self.write_obs(obs);
+    }
+    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+        let [theta, theta_dot] = self.state;
+        // gymnasium clips the torque in float32; everything after is float64
+        let u = continuous1(action).clamp(-Self::MAX_TORQUE, Self::MAX_TORQUE) as f64;
+        let normalized = (theta + PI).rem_euclid(2.0 * PI) - PI;
+        let costs = np_square(normalized) + 0.1 * np_square(theta_dot) + 0.001 * np_square(u);
+        let accel = 3.0 * Self::G / (2.0 * Self::L) * theta.sin() + 3.0 / (Self::M * Self::L * Self::L) * u;
+        let new_theta_dot = (theta_dot + accel * Self::DT).clamp(-Self::MAX_SPEED, Self::MAX_SPEED);
+        self.state = [theta + new_theta_dot * Self::DT, new_theta_dot];
+        self.write_obs(obs);
+        step_result(-costs, false)
+    }
+}
+
+/// `MountainCarContinuous-v0`: MountainCar with a force in [-1, 1], +100 at the goal and a
+/// small cost per unit of force squared.
+pub struct MountainCarContinuous {
+    /// position, velocity (float32 values after the first step, as gymnasium stores them)
+    pub state: [f64; 2],
+    rng: ChaCha8Rng,
+}
+
+impl MountainCarContinuous {
+    const MIN_POSITION: f64 = -1.2;
+    const MAX_POSITION: f64 = 0.6;
+    const MAX_SPEED: f64 = 0.07;
+    const GOAL_POSITION: f64 = 0.45;
+    const POWER: f64 = 0.0015;
+
+    pub fn new() -> Self {
+        MountainCarContinuous { state: [0.0; 2], rng: ChaCha8Rng::seed_from_u64(0) }
+    }
+
+    fn write_obs(&self, obs: &mut [f32]) {
+        obs[0] = self.state[0] as f32;
+        obs[1] = self.state[1] as f32;
+    }
+}
+
+impl Default for MountainCarContinuous {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Env for MountainCarContinuous {
+    type Obs = f32;
+    fn observation_space(&self) -> Space {
+        let (p, v) = ((Self::MIN_POSITION as f32, Self::MAX_POSITION as f32), Self::MAX_SPEED as f32);
+        Space::bounded_box(vec![p.0, -v], vec![p.1, v])
+    }
+    fn action_space(&self) -> Space {
+        Space::bounded_box(vec![-1.0], vec![1.0])
+    }
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+        rng_from(seed, &mut self.rng);
+        self.state = [self.rng.gen_range(-0.6..-0.4), 0.0];
+        self.write_obs(obs);
+    }
+    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+        let [mut position, mut velocity] = self.state;
+        let a = continuous1(action) as f64;
+        velocity += a.clamp(-1.0, 1.0) * Self::POWER - 0.0025 * (3.0 * position).cos();
+        velocity = velocity.clamp(-Self::MAX_SPEED, Self::MAX_SPEED);
+        position = (position + velocity).clamp(Self::MIN_POSITION, Self::MAX_POSITION);
+        if position == Self::MIN_POSITION && velocity < 0.0 {
+            velocity = 0.0;
+        }
+        // the goal test sees the float64 values; the stored state is float32
+        let terminated = position >= Self::GOAL_POSITION && velocity >= 0.0;
+        self.state = [position as f32 as f64, velocity as f32 as f64];
+        self.write_obs(obs);
+        step_result(if terminated { 100.0 } else { 0.0 } - a.powi(2) * 0.1, terminated)
+    }
+}

@@ -11,13 +11,19 @@ mod env;
 mod spaces;
 mod vector;
 
-pub use classic::{Acrobot, CartPole, MountainCar};
+pub use classic::{Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum};
 pub use env::{Action, Env, Episode, RecordEpisodeStatistics, Step, TimeLimit};
 pub use spaces::Space;
 pub use vector::{FinishedEpisode, VecEnv};
 
 /// The environment ids `make` knows, with gymnasium's `max_episode_steps` for each.
-pub const KNOWN_ENVS: &[(&str, u32)] = &[("CartPole-v1", 500), ("Acrobot-v1", 500), ("MountainCar-v0", 200)];
+pub const KNOWN_ENVS: &[(&str, u32)] = &[
+    ("CartPole-v1", 500),
+    ("Acrobot-v1", 500),
+    ("MountainCar-v0", 200),
+    ("Pendulum-v1", 200),
+    ("MountainCarContinuous-v0", 999),
+];
 
 /// Why an environment could not be made: a one-line message that names the fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +52,8 @@ pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
         "CartPole-v1" => Box::new(TimeLimit::new(CartPole::new(), max_steps)),
         "Acrobot-v1" => Box::new(TimeLimit::new(Acrobot::new(), max_steps)),
         "MountainCar-v0" => Box::new(TimeLimit::new(MountainCar::new(), max_steps)),
+        "Pendulum-v1" => Box::new(TimeLimit::new(Pendulum::new(), max_steps)),
+        "MountainCarContinuous-v0" => Box::new(TimeLimit::new(MountainCarContinuous::new(), max_steps)),
         _ => unreachable!("every id in KNOWN_ENVS has a constructor"),
     })
 }

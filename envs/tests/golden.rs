@@ -2,7 +2,7 @@
 //! identical float32 observations, rewards and flags at every step (TimeLimit included).
 //! Golden data: `scripts/gen_golden_classic.py`.
 
-use envs::{Acrobot, Action, CartPole, Env, MountainCar, TimeLimit};
+use envs::{Acrobot, Action, CartPole, Env, MountainCar, MountainCarContinuous, Pendulum, TimeLimit};
 use serde_json::Value;
 
 fn golden() -> Value {
@@ -25,7 +25,10 @@ fn replay<E: Env<Obs = f32>>(env_id: &str, max_steps: u32, mut make: impl FnMut(
         let mut obs = vec![0f32; dim];
         let actions = case["actions"].as_array().unwrap();
         for (t, a) in actions.iter().enumerate() {
-            let step = env.step(Action::Discrete(&[a.as_i64().unwrap()]), &mut obs);
+            let step = match a.as_i64() {
+                Some(a) => env.step(Action::Discrete(&[a]), &mut obs),
+                None => env.step(Action::Continuous(&floats(a).iter().map(|&x| x as f32).collect::<Vec<_>>()), &mut obs),
+            };
             let want: Vec<f32> = floats(&case["obs"][t]).iter().map(|&x| x as f32).collect();
             assert_eq!(obs, want, "{env_id} case {c} step {t}: observation");
             assert_eq!(step.reward, case["rewards"][t].as_f64().unwrap(), "{env_id} case {c} step {t}: reward");
@@ -61,6 +64,26 @@ fn acrobot_matches_gymnasium() {
 fn mountain_car_matches_gymnasium() {
     replay("MountainCar-v0", 200, |s| {
         let mut env = MountainCar::new();
+        env.reset(Some(0), &mut [0.0; 2]);
+        env.state = [s[0], s[1]];
+        env
+    });
+}
+
+#[test]
+fn pendulum_matches_gymnasium() {
+    replay("Pendulum-v1", 200, |s| {
+        let mut env = Pendulum::new();
+        env.reset(Some(0), &mut [0.0; 3]);
+        env.state = [s[0], s[1]];
+        env
+    });
+}
+
+#[test]
+fn mountain_car_continuous_matches_gymnasium() {
+    replay("MountainCarContinuous-v0", 999, |s| {
+        let mut env = MountainCarContinuous::new();
         env.reset(Some(0), &mut [0.0; 2]);
         env.state = [s[0], s[1]];
         env
