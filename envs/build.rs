@@ -1,12 +1,20 @@
 //! ALE (from crate ale-sys, built with CMake) is C++ and reads zipped ROMs: link libstdc++ and
-//! zlib. Also compiles in the default ROM directory, `../.ale-roms` as scripts/setup links it
-//! (the ROM files of the pip package ale-py), so binaries need no exported variable; ALE_ROM_DIR
-//! overrides it at run time.
+//! zlib. Also compiles in the default locations of files that come from pip packages, as
+//! scripts/setup links them, so binaries need no exported variable (each has a run-time
+//! override): `../.ale-roms` (ale-py's ROMs; ALE_ROM_DIR), `../.mujoco` (the mujoco package,
+//! holding libmujoco; MUJOCO_DIR) and `../.mujoco-assets` (gymnasium's MuJoCo model files;
+//! MUJOCO_ASSETS_DIR).
 fn main() {
     println!("cargo:rustc-link-lib=dylib=stdc++");
     println!("cargo:rustc-link-lib=dylib=z");
-    let link = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ale-roms");
-    println!("cargo:rerun-if-changed={}", link.display());
-    let dir = std::fs::canonicalize(&link).unwrap_or(link);
-    println!("cargo:rustc-env=PPO_DETAILS_DEFAULT_ROM_DIR={}", dir.display());
+    for (link, var) in [
+        ("../.ale-roms", "PPO_DETAILS_DEFAULT_ROM_DIR"),
+        ("../.mujoco", "PPO_DETAILS_DEFAULT_MUJOCO_DIR"),
+        ("../.mujoco-assets", "PPO_DETAILS_DEFAULT_MUJOCO_ASSETS"),
+    ] {
+        let link = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(link);
+        println!("cargo:rerun-if-changed={}", link.display());
+        let dir = std::fs::canonicalize(&link).unwrap_or(link);
+        println!("cargo:rustc-env={var}={}", dir.display());
+    }
 }

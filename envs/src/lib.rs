@@ -3,11 +3,13 @@
 //! The crate is deliberately thin: spaces, a single-env trait with the standard wrappers, a
 //! vectorized env with gymnasium 0.29's auto-reset, native classic-control environments written
 //! to match gymnasium step for step (`tests/golden.rs`), and Atari through the native ALE with
-//! CleanRL's wrappers (`atari`, `tests/atari.rs`).
+//! CleanRL's wrappers (`atari`, `tests/atari.rs`), and MuJoCo locomotion on the real MuJoCo
+//! library with gymnasium's v4 rewards and terminations (`mujoco`, `tests/mujoco.rs`).
 
 pub mod atari;
 mod classic;
 mod env;
+pub mod mujoco;
 mod spaces;
 mod vector;
 
@@ -23,6 +25,10 @@ pub const KNOWN_ENVS: &[(&str, u32)] = &[
     ("MountainCar-v0", 200),
     ("Pendulum-v1", 200),
     ("MountainCarContinuous-v0", 999),
+    ("HalfCheetah-v4", 1000),
+    ("Hopper-v4", 1000),
+    ("Walker2d-v4", 1000),
+    ("InvertedPendulum-v4", 1000),
 ];
 
 /// Why an environment could not be made: a one-line message that names the fix.
@@ -54,6 +60,7 @@ pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
         "MountainCar-v0" => Box::new(TimeLimit::new(MountainCar::new(), max_steps)),
         "Pendulum-v1" => Box::new(TimeLimit::new(Pendulum::new(), max_steps)),
         "MountainCarContinuous-v0" => Box::new(TimeLimit::new(MountainCarContinuous::new(), max_steps)),
+        id if mujoco::IDS.contains(&id) => Box::new(TimeLimit::new(mujoco::MujocoEnv::new(id)?, max_steps)),
         _ => unreachable!("every id in KNOWN_ENVS has a constructor"),
     })
 }

@@ -1,0 +1,91 @@
+//! The MuJoCo envs against gymnasium 0.29.1 on mujoco 3.17.0 (the library we load): put the env
+//! in the state gymnasium's reset produced, replay the same float32 actions (partly outside the
+//! bounds), and compare observations, rewards, terminated and truncated at every step.
+//! Golden data: `scripts/gen_golden_mujoco.py`. Needs scripts/setup's `.mujoco` links.
+
+use envs::mujoco::MujocoEnv;
+use envs::{Action, Env, Space, TimeLimit};
+use flate2::read::GzDecoder;
+use serde_json::Value;
+
+fn golden() -> Value {
+    let gz = include_bytes!("golden/mujoco.json.gz");
+    serde_json::from_reader(GzDecoder::new(&gz[..])).expect("golden file is gzipped JSON")
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array().expect("array").iter().map(|x| x.as_f64().expect("number")).collect()
+}
+
+fn f32s(v: &Value) -> Vec<f32> {
+    floats(v).iter().map(|&x| x as f32).collect()
+}
+
+/// Equal, or within 1e-6 relative (the bound); returns whether it was exact.
+fn close(got: f64, want: f64, what: &str) -> bool {
+    assert!((got - want).abs() <= 1e-6 * want.abs().max(1e-6), "{what}: got {got}, want {want}");
+    got == want
+}
+
+#[test]
+fn mujoco_envs_match_gymnasium_v4() {
+    let golden = golden();
+    let (mut steps, mut inexact) = (0, 0);
+    let mut seen = std::collections::BTreeSet::new();
+    for (c, case) in golden["cases"].as_array().unwrap().iter().enumerate() {
+        let id = case["env"].as_str().unwrap();
+        seen.insert(id.to_string());
+        let mut env = TimeLimit::new(MujocoEnv::new(id).unwrap_or_else(|e| panic!("{e}")), 1000);
+        let space = &golden["spaces"][id];
+        let dim = space["obs_dim"].as_u64().unwrap() as usize;
+        assert_eq!(env.observation_space().flat_dim(), dim, "{id}: observation size");
+        let Space::Box { low, high, .. } = env.action_space() else { panic!("{id}: Box action space expected") };
+        assert_eq!((low, high), (f32s(&space["action_low"]), f32s(&space["action_high"])), "{id}: action bounds");
+
+        let mut obs = vec![0f32; dim];
+        env.reset(Some(0), &mut obs);
+        let state: Vec<f64> = floats(&case["qpos"]).into_iter().chain(floats(&case["qvel"])).collect();
+        // TimeLimit has no set_state: reach the inner env through a fresh one with the same state
+        let mut inner = MujocoEnv::new(id).unwrap();
+        inner.reset(Some(0), &mut obs);
+        inner.set_state(&state, &mut obs);
+        assert_eq!(obs, f32s(&case["reset_obs"]), "{id} case {c}: observation after set_state");
+        let mut env = TimeLimit::new(inner, 1000);
+        for (t, a) in case["actions"].as_array().unwrap().iter().enumerate() {
+            let step = env.step(Action::Continuous(&f32s(a)), &mut obs);
+            let want = f32s(&case["obs"][t]);
+            for (i, (&g, &w)) in obs.iter().zip(&want).enumerate() {
+                inexact += !close(g as f64, w as f64, &format!("{id} case {c} step {t}: obs[{i}]")) as usize;
+            }
+            inexact += !close(step.reward, case["rewards"][t].as_f64().unwrap(), &format!("{id} case {c} step {t}: reward")) as usize;
+            assert_eq!(step.terminated, case["terminated"][t].as_bool().unwrap(), "{id} case {c} step {t}: terminated");
+            assert_eq!(step.truncated, case["truncated"][t].as_bool().unwrap(), "{id} case {c} step {t}: truncated");
+            steps += 1;
+        }
+    }
+    assert_eq!(seen.len(), 4, "golden data covers all four envs");
+    assert!(steps > 2000, "too few golden steps ({steps})");
+    eprintln!("{steps} steps compared, {inexact} values not bit-identical (all within 1e-6 relative)");
+}
+
+#[test]
+fn reset_noise_has_gymnasium_scale_and_follows_the_seed() {
+    for (id, scale) in [("HalfCheetah-v4", 0.1), ("Hopper-v4", 5e-3), ("Walker2d-v4", 5e-3), ("InvertedPendulum-v4", 0.01)] {
+        let mut env = MujocoEnv::new(id).unwrap();
+        let dim = env.observation_space().flat_dim();
+        let (mut a, mut b, mut c) = (vec![0f32; dim], vec![0f32; dim], vec![0f32; dim]);
+        env.reset(Some(7), &mut a);
+        env.reset(Some(8), &mut b);
+        env.reset(Some(7), &mut c);
+        assert_eq!(a, c, "{id}: same seed, same start");
+        assert_ne!(a, b, "{id}: another seed, another start");
+        // velocities start at 0 plus noise: uniform in ±scale, except HalfCheetah's normal noise
+        // (allow 6 standard deviations); the observation holds nq - 1 positions (all of them for
+        // InvertedPendulum), then nq velocities
+        let positions = if id == "InvertedPendulum-v4" { dim / 2 } else { (dim - 1) / 2 };
+        for (i, &v) in a.iter().enumerate().skip(positions) {
+            let bound = if id == "HalfCheetah-v4" { 6.0 * scale } else { scale };
+            assert!((v as f64).abs() <= bound, "{id}: velocity {i} = {v} outside ±{bound}");
+        }
+    }
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Writes envs/tests/golden/mujoco.json.gz from gymnasium 0.29.1 with mujoco 3.17.0.
+
+For each v4 env (made with gym.make, so TimeLimit included): reset with a seed, record the state
+the reset produced (qpos, qvel: the reset noise), then step a fixed action sequence (float32,
+partly outside the action bounds) and record the float32 observation, reward, terminated and
+truncated at every step. envs/tests/mujoco.rs puts the Rust env in the recorded state, replays
+the actions and compares. Also records the spaces and dt.
+
+Run: scripts/setup --dev && ~/.cache/ppo-details/venv/bin/python scripts/gen_golden_mujoco.py
+"""
+import gzip
+import json
+import pathlib
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+assert gym.__version__ == "0.29.1", f"golden data is made with gymnasium 0.29.1, found {gym.__version__}"
+assert mujoco.__version__ == "3.17.0", f"golden data is made with mujoco 3.17.0 (the library envs loads), found {mujoco.__version__}"
+OUT = pathlib.Path(__file__).resolve().parent.parent / "envs" / "tests" / "golden" / "mujoco.json.gz"
+
+# (env id, seed, action noise scale relative to the bound, max steps to record)
+CASES = [
+    ("HalfCheetah-v4", 1, 1.2, 1000),  # runs into the 1000-step truncation
+    ("HalfCheetah-v4", 2, 0.3, 150),
+    ("Hopper-v4", 1, 1.2, 1000),
+    ("Hopper-v4", 2, 0.2, 1000),
+    ("Hopper-v4", 3, 0.0, 1000),
+    ("Walker2d-v4", 1, 1.2, 1000),
+    ("Walker2d-v4", 2, 0.2, 1000),
+    ("InvertedPendulum-v4", 1, 1.2, 1000),
+    ("InvertedPendulum-v4", 2, 0.0, 1000),
+]
+
+
+def pendulum_controller(obs):
+    """Keeps the pole up for a while: push the cart toward the side the pole leans to."""
+    return np.array([10.0 * obs[1] + 2.0 * obs[3] + 0.5 * obs[2]], dtype=np.float64)
+
+
+def rollout(env_id, seed, noise, max_steps):
+    env = gym.make(env_id)
+    obs, _ = env.reset(seed=seed)
+    u = env.unwrapped
+    bound = env.action_space.high
+    case = {"env": env_id, "qpos": u.data.qpos.tolist(), "qvel": u.data.qvel.tolist(),
+            "reset_obs": obs.astype(np.float32).tolist(), "actions": [], "obs": [], "rewards": [],
+            "terminated": [], "truncated": []}
+    rng = np.random.default_rng(seed)
+    for _ in range(max_steps):
+        base = pendulum_controller(obs) if env_id.startswith("InvertedPendulum") else np.zeros(bound.shape)
+        a = (base + noise * bound * rng.uniform(-1.0, 1.0, size=bound.shape)).astype(np.float32)
+        obs, reward, terminated, truncated, _ = env.step(a)
+        case["actions"].append(a.tolist())
+        case["obs"].append(obs.astype(np.float32).tolist())
+        case["rewards"].append(float(reward))
+        case["terminated"].append(bool(terminated))
+        case["truncated"].append(bool(truncated))
+        if terminated or truncated:
+            break
+    return case, env
+
+
+def main():
+    golden = {"gymnasium": gym.__version__, "mujoco": mujoco.__version__, "spaces": {}, "cases": []}
+    for env_id, seed, noise, max_steps in CASES:
+        case, env = rollout(env_id, seed, noise, max_steps)
+        golden["cases"].append(case)
+        golden["spaces"][env_id] = {"obs_dim": int(env.observation_space.shape[0]),
+                                    "action_low": env.action_space.low.tolist(),
+                                    "action_high": env.action_space.high.tolist(), "dt": env.unwrapped.dt}
+        print(f"{env_id} seed {seed}: {len(case['actions'])} steps, terminated {case['terminated'][-1]}, "
+              f"truncated {case['truncated'][-1]}")
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.GzipFile(OUT, "wb", mtime=0) as f:
+        f.write(json.dumps(golden, separators=(",", ":")).encode())
+    print(f"wrote {OUT} ({OUT.stat().st_size // 1024} KiB)")
+
+
+if __name__ == "__main__":
+    main()
