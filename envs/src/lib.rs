@@ -12,11 +12,13 @@ mod env;
 pub mod mujoco;
 mod spaces;
 mod vector;
+mod wrappers;
 
 pub use classic::{Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum};
 pub use env::{Action, Env, Episode, RecordEpisodeStatistics, Step, TimeLimit};
 pub use spaces::Space;
 pub use vector::{FinishedEpisode, VecEnv};
+pub use wrappers::{ClipAction, NormalizeObservation, NormalizeReward, ObsStats, RunningMeanStd, TransformObservation, TransformReward};
 
 /// The environment ids `make` knows, with gymnasium's `max_episode_steps` for each.
 pub const KNOWN_ENVS: &[(&str, u32)] = &[

@@ -20,7 +20,8 @@ struct Outcome {
 /// N copies of an environment stepped together, like gymnasium 0.29's `SyncVectorEnv`.
 ///
 /// Auto-reset: when an env terminates or truncates, it is reset at once and the observation
-/// returned for it is the first of its next episode (the final one is not kept). Results live
+/// returned for it is the first of its next episode; the last one of the episode that ended
+/// is kept in `final_obs` (gymnasium's `info["final_observation"]`). Results live
 /// in the public buffers below, overwritten by each `step`; nothing is allocated per step.
 /// With `threads > 1` the envs are split into that many contiguous groups stepped in parallel;
 /// every env owns its state and RNG, so results do not depend on the number of threads.
@@ -34,6 +35,9 @@ pub struct VecEnv<T: Copy + Default + Send + Sync + 'static> {
     pub rewards: Vec<f32>,
     pub terminated: Vec<bool>,
     pub truncated: Vec<bool>,
+    /// Laid out like `obs`: for envs that finished an episode in the last step, its final
+    /// observation; rows of the other envs are stale.
+    pub final_obs: Vec<T>,
     /// Episodes that finished in the last step (needs a `RecordEpisodeStatistics` in the stack).
     pub finished: Vec<FinishedEpisode>,
 }
@@ -54,6 +58,7 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
             rewards: vec![0.0; n],
             terminated: vec![false; n],
             truncated: vec![false; n],
+            final_obs: vec![T::default(); n * obs_dim],
             finished: Vec::with_capacity(n),
         }
     }
@@ -74,14 +79,14 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
 
     /// Resets every env; with a seed, env `i` is seeded with `seed + i` (as gymnasium does).
     pub fn reset(&mut self, seed: Option<u64>) {
-        self.run(|i, env, obs, _| env.reset(seed.map(|s| s + i as u64), obs));
+        self.run(|i, env, obs, _, _| env.reset(seed.map(|s| s + i as u64), obs));
     }
 
     /// Steps every env with its row of `actions` (`Discrete`: one value per env; `MultiDiscrete`
     /// and `Box`: `flat_dim` values per env).
     pub fn step(&mut self, actions: Action) {
         let n = self.envs.len();
-        self.run(|i, env, obs, out| {
+        self.run(|i, env, obs, final_obs, out| {
             let row = |len: usize| i * len / n..(i + 1) * len / n; // env i's share of the flat actions
             let action = match actions {
                 Action::Discrete(a) => Action::Discrete(&a[row(a.len())]),
@@ -95,6 +100,7 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
                 episode: step.episode.map(|e| (e.r, e.l)),
             };
             if step.terminated || step.truncated {
+                final_obs.copy_from_slice(obs);
                 env.reset(None, obs);
             }
         });
@@ -107,16 +113,20 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
         }
     }
 
-    /// Calls `f(index, env, its obs row, its outcome)` for every env, on `self.threads` threads.
+    /// Calls `f(index, env, its obs row, its final_obs row, its outcome)` for every env, on
+    /// `self.threads` threads.
     fn run<F>(&mut self, f: F)
     where
-        F: Fn(usize, &mut Box<dyn Env<Obs = T>>, &mut [T], &mut Outcome) + Sync,
+        F: Fn(usize, &mut Box<dyn Env<Obs = T>>, &mut [T], &mut [T], &mut Outcome) + Sync,
     {
         let (d, per_thread) = (self.obs_dim, self.envs.len().div_ceil(self.threads));
-        let groups = self.envs.chunks_mut(per_thread).zip(self.obs.chunks_mut(per_thread * d)).zip(self.outcomes.chunks_mut(per_thread));
-        let step_group = |g: usize, ((envs, obs), outs): ((&mut [Box<dyn Env<Obs = T>>], &mut [T]), &mut [Outcome])| {
-            for (k, ((env, obs), out)) in envs.iter_mut().zip(obs.chunks_mut(d)).zip(outs.iter_mut()).enumerate() {
-                f(g * per_thread + k, env, obs, out);
+        let rows = self.obs.chunks_mut(per_thread * d).zip(self.final_obs.chunks_mut(per_thread * d));
+        let groups = self.envs.chunks_mut(per_thread).zip(rows).zip(self.outcomes.chunks_mut(per_thread));
+        type Group<'a, T> = ((&'a mut [Box<dyn Env<Obs = T>>], (&'a mut [T], &'a mut [T])), &'a mut [Outcome]);
+        let step_group = |g: usize, ((envs, (obs, final_obs)), outs): Group<T>| {
+            let rows = obs.chunks_mut(d).zip(final_obs.chunks_mut(d));
+            for (k, ((env, (obs, final_obs)), out)) in envs.iter_mut().zip(rows).zip(outs.iter_mut()).enumerate() {
+                f(g * per_thread + k, env, obs, final_obs, out);
             }
         };
         if self.threads == 1 {

@@ -1,0 +1,215 @@
+//! gymnasium 0.29's wrappers for continuous control, as CleanRL stacks them in
+//! `ppo_continuous_action.py`: ClipAction, NormalizeObservation, TransformObservation,
+//! NormalizeReward, TransformReward. Same arithmetic as gymnasium's (float64 statistics).
+
+use crate::env::forward;
+use crate::{Action, Env, Space, Step};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// gymnasium's `RunningMeanStd`: running mean and variance (Chan et al.'s parallel update),
+/// starting from mean 0, variance 1 and a count of 1e-4.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunningMeanStd {
+    pub mean: Vec<f64>,
+    pub var: Vec<f64>,
+    pub count: f64,
+}
+
+impl RunningMeanStd {
+    pub fn new(dim: usize) -> Self {
+        RunningMeanStd { mean: vec![0.0; dim], var: vec![1.0; dim], count: 1e-4 }
+    }
+
+    /// Adds one sample (a batch of one: batch mean `x`, batch variance 0).
+    pub fn update(&mut self, x: impl IntoIterator<Item = f64>) {
+        let tot_count = self.count + 1.0;
+        for ((mean, var), x) in self.mean.iter_mut().zip(self.var.iter_mut()).zip(x) {
+            let delta = x - *mean;
+            *mean += delta * 1.0 / tot_count;
+            let m2 = *var * self.count + 0.0 + delta * delta * self.count * 1.0 / tot_count;
+            *var = m2 / tot_count;
+        }
+        self.count = tot_count;
+    }
+}
+
+/// gymnasium's `ClipAction`: clips a `Box` action to the action space's bounds.
+pub struct ClipAction<E> {
+    inner: E,
+    low: Vec<f32>,
+    high: Vec<f32>,
+    clipped: Vec<f32>,
+}
+
+impl<E: Env> ClipAction<E> {
+    pub fn new(inner: E) -> Self {
+        let Space::Box { low, high, .. } = inner.action_space() else { panic!("ClipAction needs a Box action space") };
+        let clipped = vec![0.0; low.len()];
+        ClipAction { inner, low, high, clipped }
+    }
+}
+
+impl<E: Env> Env for ClipAction<E> {
+    type Obs = E::Obs;
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
+        self.inner.reset(seed, obs)
+    }
+    fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
+        let Action::Continuous(a) = action else { panic!("ClipAction needs a continuous action, got {action:?}") };
+        for (((c, &a), &lo), &hi) in self.clipped.iter_mut().zip(a).zip(&self.low).zip(&self.high) {
+            *c = a.max(lo).min(hi); // np.clip
+        }
+        self.inner.step(Action::Continuous(&self.clipped), obs)
+    }
+}
+
+/// A handle on a `NormalizeObservation`'s statistics, readable from outside the env stack
+/// (to save them with a model).
+#[derive(Debug, Clone)]
+pub struct ObsStats(Arc<Mutex<RunningMeanStd>>);
+
+impl ObsStats {
+    pub fn lock(&self) -> MutexGuard<'_, RunningMeanStd> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// gymnasium's `NormalizeObservation`: keeps running statistics of the observations it sees
+/// (reset ones included) and returns `(obs - mean) / sqrt(var + 1e-8)`. `frozen` uses given
+/// statistics without updating them (evaluation of a saved model).
+pub struct NormalizeObservation<E> {
+    inner: E,
+    stats: ObsStats,
+    update: bool,
+    raw: Vec<f64>,
+}
+
+impl<E: Env<Obs = f32>> NormalizeObservation<E> {
+    pub fn new(inner: E) -> Self {
+        let dim = inner.observation_space().flat_dim();
+        Self::with(inner, RunningMeanStd::new(dim), true)
+    }
+
+    pub fn frozen(inner: E, stats: RunningMeanStd) -> Self {
+        Self::with(inner, stats, false)
+    }
+
+    fn with(inner: E, stats: RunningMeanStd, update: bool) -> Self {
+        let dim = inner.observation_space().flat_dim();
+        assert_eq!(stats.mean.len(), dim, "observation statistics of the wrong size");
+        NormalizeObservation { inner, stats: ObsStats(Arc::new(Mutex::new(stats))), update, raw: vec![0.0; dim] }
+    }
+
+    pub fn stats(&self) -> ObsStats {
+        self.stats.clone()
+    }
+
+    fn normalize(&mut self, obs: &mut [f32]) {
+        let mut rms = self.stats.lock();
+        for (r, &o) in self.raw.iter_mut().zip(obs.iter()) {
+            *r = o as f64;
+        }
+        if self.update {
+            rms.update(self.raw.iter().copied());
+        }
+        for ((o, &x), (&mean, &var)) in obs.iter_mut().zip(&self.raw).zip(rms.mean.iter().zip(&rms.var)) {
+            *o = ((x - mean) / (var + 1e-8).sqrt()) as f32;
+        }
+    }
+}
+
+impl<E: Env<Obs = f32>> Env for NormalizeObservation<E> {
+    type Obs = f32;
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+        self.inner.reset(seed, obs);
+        self.normalize(obs);
+    }
+    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+        let step = self.inner.step(action, obs);
+        self.normalize(obs);
+        step
+    }
+}
+
+/// gymnasium's `TransformObservation`: applies `f` to every observation.
+pub struct TransformObservation<E, F> {
+    inner: E,
+    f: F,
+}
+
+impl<E: Env, F: Fn(&mut [E::Obs]) + Send> TransformObservation<E, F> {
+    pub fn new(inner: E, f: F) -> Self {
+        TransformObservation { inner, f }
+    }
+}
+
+impl<E: Env, F: Fn(&mut [E::Obs]) + Send> Env for TransformObservation<E, F> {
+    type Obs = E::Obs;
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
+        self.inner.reset(seed, obs);
+        (self.f)(obs);
+    }
+    fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
+        let step = self.inner.step(action, obs);
+        (self.f)(obs);
+        step
+    }
+}
+
+/// gymnasium's `NormalizeReward`: divides rewards by the running standard deviation of the
+/// discounted return `G = gamma * G * (1 - terminated) + r` (truncation does not reset G).
+pub struct NormalizeReward<E> {
+    inner: E,
+    gamma: f64,
+    ret: f64,
+    return_rms: RunningMeanStd,
+}
+
+impl<E: Env> NormalizeReward<E> {
+    pub fn new(inner: E, gamma: f64) -> Self {
+        NormalizeReward { inner, gamma, ret: 0.0, return_rms: RunningMeanStd::new(1) }
+    }
+}
+
+impl<E: Env> Env for NormalizeReward<E> {
+    type Obs = E::Obs;
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
+        self.inner.reset(seed, obs)
+    }
+    fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
+        let mut step = self.inner.step(action, obs);
+        self.ret = self.ret * self.gamma * (1.0 - step.terminated as u8 as f64) + step.reward;
+        self.return_rms.update([self.ret]);
+        step.reward /= (self.return_rms.var[0] + 1e-8).sqrt();
+        step
+    }
+}
+
+/// gymnasium's `TransformReward`: applies `f` to every reward.
+pub struct TransformReward<E, F> {
+    inner: E,
+    f: F,
+}
+
+impl<E: Env, F: Fn(f64) -> f64 + Send> TransformReward<E, F> {
+    pub fn new(inner: E, f: F) -> Self {
+        TransformReward { inner, f }
+    }
+}
+
+impl<E: Env, F: Fn(f64) -> f64 + Send> Env for TransformReward<E, F> {
+    type Obs = E::Obs;
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
+        self.inner.reset(seed, obs)
+    }
+    fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
+        let mut step = self.inner.step(action, obs);
+        step.reward = (self.f)(step.reward);
+        step
+    }
+}
