@@ -634,7 +634,7 @@ impl<E: Env<Obs = u8>> RecordVideo<E> {
             let root = (episode_id as f64).cbrt().round() as u64;
             root * root * root == episode_id
         } else {
-            episode_id % 1000 == 0
+            episode_id.is_multiple_of(1000)
         }
     }
 

@@ -85,6 +85,7 @@ impl Env for CartPole {
         self.state = [x + Self::TAU * x_dot, x_dot + Self::TAU * xacc, theta + Self::TAU * theta_dot, theta_dot + Self::TAU * thetaacc];
         let [x, _, theta, _] = self.state;
         let t = Self::theta_threshold();
+        #[allow(clippy::manual_range_contains)] // gymnasium's comparisons (a NaN state does not terminate)
         let terminated = x < -Self::X_THRESHOLD || x > Self::X_THRESHOLD || theta < -t || theta > t;
         // gymnasium pays 1 on the terminating step too, and 0 for steps taken after it
         let reward = match (terminated, self.steps_beyond_terminated) {

@@ -44,10 +44,42 @@ struct Spec {
 }
 
 const SPECS: &[Spec] = &[
-    Spec { id: "HalfCheetah-v4", task: Task::HalfCheetah, xml: "half_cheetah.xml", frame_skip: 5, action_bound: 1.0, ctrl_cost_weight: 0.1, reset_noise: 0.1 },
-    Spec { id: "Hopper-v4", task: Task::Hopper, xml: "hopper.xml", frame_skip: 4, action_bound: 1.0, ctrl_cost_weight: 1e-3, reset_noise: 5e-3 },
-    Spec { id: "Walker2d-v4", task: Task::Walker2d, xml: "walker2d.xml", frame_skip: 4, action_bound: 1.0, ctrl_cost_weight: 1e-3, reset_noise: 5e-3 },
-    Spec { id: "InvertedPendulum-v4", task: Task::InvertedPendulum, xml: "inverted_pendulum.xml", frame_skip: 2, action_bound: 3.0, ctrl_cost_weight: 0.0, reset_noise: 0.01 },
+    Spec {
+        id: "HalfCheetah-v4",
+        task: Task::HalfCheetah,
+        xml: "half_cheetah.xml",
+        frame_skip: 5,
+        action_bound: 1.0,
+        ctrl_cost_weight: 0.1,
+        reset_noise: 0.1,
+    },
+    Spec {
+        id: "Hopper-v4",
+        task: Task::Hopper,
+        xml: "hopper.xml",
+        frame_skip: 4,
+        action_bound: 1.0,
+        ctrl_cost_weight: 1e-3,
+        reset_noise: 5e-3,
+    },
+    Spec {
+        id: "Walker2d-v4",
+        task: Task::Walker2d,
+        xml: "walker2d.xml",
+        frame_skip: 4,
+        action_bound: 1.0,
+        ctrl_cost_weight: 1e-3,
+        reset_noise: 5e-3,
+    },
+    Spec {
+        id: "InvertedPendulum-v4",
+        task: Task::InvertedPendulum,
+        xml: "inverted_pendulum.xml",
+        frame_skip: 2,
+        action_bound: 3.0,
+        ctrl_cost_weight: 0.0,
+        reset_noise: 0.01,
+    },
 ];
 
 /// The MuJoCo env ids `make` knows (all truncated at 1000 steps, as gymnasium registers them).
@@ -260,7 +292,9 @@ impl MujocoEnv {
     fn is_healthy(&self) -> bool {
         let (z, angle) = (self.state[1], self.state[2]);
         match self.spec.task {
-            Task::Hopper => self.state[2..].iter().all(|&s| -100.0 < s && s < 100.0) && 0.7 < z && z < f64::INFINITY && -0.2 < angle && angle < 0.2,
+            Task::Hopper => {
+                self.state[2..].iter().all(|&s| -100.0 < s && s < 100.0) && 0.7 < z && z < f64::INFINITY && -0.2 < angle && angle < 0.2
+            }
             Task::Walker2d => 0.8 < z && z < 2.0 && -1.0 < angle && angle < 1.0,
             Task::HalfCheetah | Task::InvertedPendulum => true,
         }

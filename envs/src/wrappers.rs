@@ -33,7 +33,8 @@ impl RunningMeanStd {
     }
 }
 
-/// gymnasium's `ClipAction`: clips a `Box` action to the action space's bounds.
+/// gymnasium's `ClipAction`: clips a `Box` action to the action space's bounds (other action
+/// spaces pass through, so a caller can report a wrong space itself).
 pub struct ClipAction<E> {
     inner: E,
     low: Vec<f32>,
@@ -43,7 +44,10 @@ pub struct ClipAction<E> {
 
 impl<E: Env> ClipAction<E> {
     pub fn new(inner: E) -> Self {
-        let Space::Box { low, high, .. } = inner.action_space() else { panic!("ClipAction needs a Box action space") };
+        let (low, high) = match inner.action_space() {
+            Space::Box { low, high, .. } => (low, high),
+            _ => (vec![], vec![]),
+        };
         let clipped = vec![0.0; low.len()];
         ClipAction { inner, low, high, clipped }
     }
@@ -56,7 +60,7 @@ impl<E: Env> Env for ClipAction<E> {
         self.inner.reset(seed, obs)
     }
     fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
-        let Action::Continuous(a) = action else { panic!("ClipAction needs a continuous action, got {action:?}") };
+        let Action::Continuous(a) = action else { return self.inner.step(action, obs) };
         for (((c, &a), &lo), &hi) in self.clipped.iter_mut().zip(a).zip(&self.low).zip(&self.high) {
             *c = a.max(lo).min(hi); // np.clip
         }
@@ -76,8 +80,8 @@ impl ObsStats {
 }
 
 /// gymnasium's `NormalizeObservation`: keeps running statistics of the observations it sees
-/// (reset ones included) and returns `(obs - mean) / sqrt(var + 1e-8)`. `frozen` uses given
-/// statistics without updating them (evaluation of a saved model).
+/// (reset ones included) and returns `(obs - mean) / sqrt(var + 1e-8)`. `frozen_with` switches
+/// to given statistics that are no longer updated (evaluating a saved model).
 pub struct NormalizeObservation<E> {
     inner: E,
     stats: ObsStats,
@@ -91,8 +95,12 @@ impl<E: Env<Obs = f32>> NormalizeObservation<E> {
         Self::with(inner, RunningMeanStd::new(dim), true)
     }
 
-    pub fn frozen(inner: E, stats: RunningMeanStd) -> Self {
-        Self::with(inner, stats, false)
+    /// With `Some(stats)`: uses them from now on, frozen; with `None`: unchanged.
+    pub fn frozen_with(self, stats: Option<RunningMeanStd>) -> Self {
+        match stats {
+            Some(stats) => Self::with(self.inner, stats, false),
+            None => self,
+        }
     }
 
     fn with(inner: E, stats: RunningMeanStd, update: bool) -> Self {

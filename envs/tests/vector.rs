@@ -44,15 +44,15 @@ fn auto_reset_returns_next_episodes_first_obs_and_records_the_episode() {
     for _ in 0..200 {
         // always push right: env 0 falls over within a few dozen steps
         v.step(Action::Discrete(&[1, 1]));
-        for i in 0..2 {
-            lengths[i] += 1;
+        for (i, length) in lengths.iter_mut().enumerate() {
+            *length += 1;
             assert_eq!(v.rewards[i], 1.0);
             if v.terminated[i] || v.truncated[i] {
                 // the returned obs is the reset of the next episode: uniform in ±0.05
                 assert!(v.obs[i * 4..(i + 1) * 4].iter().all(|x| x.abs() <= 0.05), "env {i} obs {:?}", &v.obs[i * 4..i * 4 + 4]);
                 let ep = v.finished.iter().find(|e| e.env == i).expect("finished episode recorded");
-                assert_eq!((ep.r, ep.l), (lengths[i] as f64, lengths[i]));
-                lengths[i] = 0;
+                assert_eq!((ep.r, ep.l), (*length as f64, *length));
+                *length = 0;
                 finished += 1;
             } else {
                 assert!(v.finished.iter().all(|e| e.env != i));

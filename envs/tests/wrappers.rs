@@ -84,11 +84,15 @@ fn frozen_normalization_does_not_update() {
     rms.update([1.0, 2.0, 3.0]);
     let before = rms.clone();
     let records = (0..3).map(|_| serde_json::json!({"reset_obs": [0.5, -0.5, 4.0]})).collect();
-    let mut env = NormalizeObservation::frozen(Replay { records, obs_dim: 3, bound: 1.0 }, rms);
+    let mut env = NormalizeObservation::new(Replay { records, obs_dim: 3, bound: 1.0 }).frozen_with(Some(rms));
     let mut obs = [0f32; 3];
     env.reset(None, &mut obs);
     env.reset(None, &mut obs);
     assert_eq!(*env.stats().lock(), before);
-    let want: Vec<f32> = [0.5, -0.5, 4.0].iter().enumerate().map(|(i, &x): (usize, &f64)| ((x - before.mean[i]) / (before.var[i] + 1e-8).sqrt()) as f32).collect();
+    let want: Vec<f32> = [0.5, -0.5, 4.0]
+        .iter()
+        .enumerate()
+        .map(|(i, &x): (usize, &f64)| ((x - before.mean[i]) / (before.var[i] + 1e-8).sqrt()) as f32)
+        .collect();
     assert_eq!(obs.to_vec(), want);
 }

@@ -77,13 +77,13 @@ fn check_args(a: &Args) -> Result<(), String> {
     if a.num_envs == 0 || a.num_steps == 0 || a.num_minibatches == 0 || a.update_epochs == 0 {
         return Err("--num-envs, --num-steps, --num-minibatches and --update-epochs must be positive".into());
     }
-    if batch % a.num_minibatches != 0 {
+    if !batch.is_multiple_of(a.num_minibatches) {
         return Err(format!("--num-envs x --num-steps ({batch}) must be divisible by --num-minibatches ({})", a.num_minibatches));
     }
     if a.total_timesteps < batch as u64 {
         return Err(format!("--total-timesteps ({}) is below one batch (--num-envs x --num-steps = {batch})", a.total_timesteps));
     }
-    if !(a.learning_rate > 0.0) {
+    if a.learning_rate.is_nan() || a.learning_rate <= 0.0 {
         return Err(format!("--learning-rate must be positive, got {}", a.learning_rate));
     }
     if a.torch_threads < 1 || a.env_threads < 1 {
