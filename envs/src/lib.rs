@@ -10,6 +10,7 @@ pub mod atari;
 mod classic;
 mod env;
 pub mod mujoco;
+pub mod ressim;
 mod spaces;
 mod vector;
 mod wrappers;
