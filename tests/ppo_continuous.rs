@@ -37,6 +37,15 @@ fn same_seed_same_metrics_on_cpu() {
     common::assert_same_metrics(&a, &b, &c);
 }
 
+#[test]
+fn same_seed_same_metrics_on_cpu_with_mujoco() {
+    let short = ["--total-timesteps", "4096"];
+    let a = run(BIN, &[&short[..], &["--seed", "5"]].concat());
+    let b = run(BIN, &[&short[..], &["--seed", "5"]].concat());
+    let c = run(BIN, &[&short[..], &["--seed", "6"]].concat());
+    common::assert_same_metrics(&a, &b, &c);
+}
+
 /// Pendulum's episodes all end by truncation at 200 steps: bootstrapping them changes the value
 /// targets (so the metrics), stays deterministic, and keeps the ratio/KL checks.
 #[test]
