@@ -53,6 +53,12 @@ pub trait Env: Send {
     fn lives(&self) -> u32 {
         0
     }
+    /// The innermost env, for callers that need its concrete type (gymnasium's `unwrapped`),
+    /// e.g. `env.unwrapped().and_then(|e| e.downcast_mut::<ResSim>())`; wrappers pass it
+    /// through. `None` for envs that do not offer it.
+    fn unwrapped(&mut self) -> Option<&mut dyn std::any::Any> {
+        None
+    }
 }
 
 impl<T: Copy + Default + Send + Sync + 'static> Env for Box<dyn Env<Obs = T>> {
@@ -72,15 +78,21 @@ impl<T: Copy + Default + Send + Sync + 'static> Env for Box<dyn Env<Obs = T>> {
     fn lives(&self) -> u32 {
         (**self).lives()
     }
+    fn unwrapped(&mut self) -> Option<&mut dyn std::any::Any> {
+        (**self).unwrapped()
+    }
 }
 
 /// Inside a wrapper's `impl Env`: methods passed to `self.inner` unchanged, e.g.
-/// `forward!(observation_space -> Space, lives -> u32);`
+/// `forward!(observation_space -> Space, lives -> u32);`, and always `unwrapped`.
 macro_rules! forward {
     ($($method:ident -> $ty:ty),*) => {
         $(fn $method(&self) -> $ty {
             self.inner.$method()
         })*
+        fn unwrapped(&mut self) -> Option<&mut dyn std::any::Any> {
+            self.inner.unwrapped()
+        }
     };
 }
 pub(crate) use forward;

@@ -42,7 +42,8 @@ impl EnvError {
     /// An id nobody knows; the message lists the classic-control ids and the Atari form.
     pub fn unknown(id: &str) -> EnvError {
         let known: Vec<&str> = KNOWN_ENVS.iter().map(|(id, _)| *id).collect();
-        EnvError(format!("unknown env id '{id}'; known ids: {}, and <Game>NoFrameskip-v4 for the {} Atari games ale-py registers (e.g. BreakoutNoFrameskip-v4)", known.join(", "), atari::V4_GAMES.len()))
+        let (games, ressim) = (atari::V4_GAMES.len(), ressim::IDS.join(", "));
+        EnvError(format!("unknown env id '{id}'; known ids: {}, {ressim}, and <Game>NoFrameskip-v4 for the {games} Atari games ale-py registers (e.g. BreakoutNoFrameskip-v4)", known.join(", ")))
     }
 }
 
@@ -55,7 +56,12 @@ impl std::fmt::Display for EnvError {
 impl std::error::Error for EnvError {}
 
 /// `gym.make(id)`: the environment inside its `TimeLimit`, as gymnasium registers it.
+/// The ressim configurations (`ResSim-case1`, `ResSim-v1`) come on their finest level, with
+/// no time limit (their episodes end after 5 control steps); `ressim::make` gives other levels.
 pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
+    if ressim::IDS.contains(&id) {
+        return Ok(Box::new(ressim::make(id, None)?));
+    }
     let &(_, max_steps) = KNOWN_ENVS.iter().find(|(known, _)| *known == id).ok_or_else(|| EnvError::unknown(id))?;
     Ok(match id {
         "CartPole-v1" => Box::new(TimeLimit::new(CartPole::new(), max_steps)),

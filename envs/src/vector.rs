@@ -69,6 +69,11 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
         self
     }
 
+    /// Env `i` itself (its state may be changed from outside; then update its row of `obs`).
+    pub fn env_mut(&mut self, i: usize) -> &mut Box<dyn Env<Obs = T>> {
+        &mut self.envs[i]
+    }
+
     pub fn single_observation_space(&self) -> Space {
         self.envs[0].observation_space()
     }

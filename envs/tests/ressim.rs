@@ -44,7 +44,8 @@ fn range(x: &[f64]) -> f64 {
 fn configuration_partitions_and_coarse_fields_are_exact() {
     let config = golden("config");
     for (key, want) in config["get_partition_examples"].as_object().unwrap() {
-        let args: Vec<usize> = key.trim_start_matches("get_partition(").trim_end_matches(')').split(',').map(|x| x.parse().unwrap()).collect();
+        let args: Vec<usize> =
+            key.trim_start_matches("get_partition(").trim_end_matches(')').split(',').map(|x| x.parse().unwrap()).collect();
         assert_eq!(partition(args[0], args[1]), usizes(want), "{key}");
     }
     let shared = case1();
@@ -102,7 +103,10 @@ fn episodes_match_the_reference_on_every_level() {
             assert_eq!(done, rec["done"].as_bool().unwrap(), "{what}: done");
             assert_eq!(env.episode_step, rec["episode_step"].as_u64().unwrap() as u32);
         }
-        eprintln!("level {level}: worst share of the tolerance: s {:.1e}, p {:.1e}, obs {:.1e}, reward {:.1e}", used[0], used[1], used[2], used[3]);
+        eprintln!(
+            "level {level}: worst share of the tolerance: s {:.1e}, p {:.1e}, obs {:.1e}, reward {:.1e}",
+            used[0], used[1], used[2], used[3]
+        );
         // field 1: observations and rewards only
         env.reset_to_field(1);
         for (t, rec) in ep["field1_obs_reward_summary"]["records"].as_array().unwrap().iter().enumerate().skip(1) {

@@ -225,7 +225,10 @@ fn main() {
             dones[step * ne..(step + 1) * ne].copy_from_slice(&next_done);
             let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
             action.to_device(Device::Cpu).copy_data(&mut action_buf, ne * n_actions as usize);
-            (obs.push(next_obs), actions.push(action), logprobs.push(logprob), values.push(value.view([n])));
+            obs.push(next_obs);
+            actions.push(action);
+            logprobs.push(logprob);
+            values.push(value.view([n]));
 
             let env_start = Instant::now();
             envs.step(Action::Continuous(&action_buf)); // Continuous 5: the unclipped sample is stored
@@ -537,7 +540,7 @@ impl RunLog {
                 bar.set_position(get("global_step") as u64);
                 bar.set_message(msg);
             }
-            None if self.rows % num_iterations.div_ceil(50) == 0 || self.rows == num_iterations => {
+            None if self.rows.is_multiple_of(num_iterations.div_ceil(50)) || self.rows == num_iterations => {
                 println!("update {}/{num_iterations}, global_step {}, {msg}", self.rows, get("global_step"));
             }
             None => {}

@@ -59,7 +59,10 @@ pub fn run_with_env(bin: &str, args: &[&str], vars: &[(&str, &str)]) -> Run {
 
 /// Runs `bin` with each set of bad arguments and checks the contract for bad input: exit code
 /// 2, one line on stderr containing the expected words, no panic, no run directory.
-pub fn assert_bad_input(bin: &str, cases: &[(&[&str], &[(&str, &str)], &str)]) {
+/// One bad-input case: arguments, extra environment variables, a phrase the error must contain.
+pub type BadInput<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+
+pub fn assert_bad_input(bin: &str, cases: &[BadInput]) {
     for (args, vars, needle) in cases {
         let r = run_with_env(bin, args, vars);
         let stderr = r.stderr();

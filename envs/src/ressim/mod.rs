@@ -56,7 +56,7 @@ pub fn config(id: &str, n_fields: usize) -> Result<Config, EnvError> {
     let (phi, dt, nstep, terminal_step) = (0.2, 5.0, 5, 5);
     let ooip = fine.lx * fine.ly * phi;
     let q_total = ooip / (nstep as f64 * terminal_step as f64 * dt) * 0.7; // in this order, to the last bit
-    // case 1 divides by round(nx / 2) (Python rounds 30.5 to 30) although it has 31 wells
+                                                                           // case 1 divides by round(nx / 2) (Python rounds 30.5 to 30) although it has 31 wells
     let per_well = if id == "ResSim-case1" { q_total / (n as f64 / 2.0).round_ties_even() } else { q_total / 32.0 };
     let mut q_fine = vec![0.0; n * n];
     for r in (wells_from..n).step_by(wells_step) {
@@ -355,6 +355,9 @@ impl Env for ResSim {
         let field = self.rng.gen_range(0..self.shared.config.logk.len());
         self.reset_to_field(field);
         write_obs(&self.obs, obs);
+    }
+    fn unwrapped(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
     }
     fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
         let Action::Continuous(a) = action else { panic!("ResSim needs a continuous action, got {action:?}") };

@@ -1,0 +1,131 @@
+//! `ppo_multilevel` end to end: the real binary, briefly, on the small configuration
+//! (ResSim-case1: the reference's 61x61 test case, levels 15², 30², 61²).
+
+mod common;
+use common::{run, Run, Table};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ppo_multilevel");
+const PLAIN: &str = env!("CARGO_BIN_EXE_ppo_continuous");
+
+/// 3 levels, 10 envs, T = 20, 5, 5 and M = 40, 10, 10 (5 minibatches on every level), 4 iterations.
+const SMALL: &[&str] = &[
+    "--env-id",
+    "ResSim-case1",
+    "--num-envs",
+    "10",
+    "--num-iterations",
+    "4",
+    "--levels",
+    "15,30,61",
+    "--level-steps",
+    "20,5,5",
+    "--level-minibatch-size",
+    "40,10,10",
+];
+/// SMALL without its level lists, for cases that give their own.
+const SMALL_ENVS: &[&str] = &["--env-id", "ResSim-case1", "--num-envs", "10", "--num-iterations", "4"];
+
+fn kl_and_ratio_columns(u: &Table) -> (Vec<String>, Vec<String>) {
+    let cols = |suffix: &str| u.header.iter().filter(|h| h.ends_with(suffix) && !h.contains("old_")).cloned().collect::<Vec<_>>();
+    (cols("approx_kl"), cols("first_mb_max_ratio_dev"))
+}
+
+/// At epoch 0 / minibatch 0 the policy has not moved: ratio 1 and nothing clipped, for the main
+/// batches of every level and the sync batches; every KL estimate finite and modest.
+#[test]
+fn ratio_is_one_for_main_and_sync_batches_and_kl_is_sane() {
+    let r = run(BIN, SMALL);
+    r.assert_ok();
+    let u = r.csv("updates.csv");
+    assert_eq!(u.rows.len(), 4);
+    let (kls, devs) = kl_and_ratio_columns(&u);
+    for level in ["l1", "l2", "l2_sync", "l3", "l3_sync"] {
+        assert!(devs.iter().any(|c| c == &format!("debug/{level}_first_mb_max_ratio_dev")), "no ratio column for {level}: {devs:?}");
+    }
+    for col in &devs {
+        assert!(u.col(col).iter().all(|&d| d <= 1e-5), "{col}: {:?}", u.col(col));
+        let clip = col.replace("max_ratio_dev", "clipfrac");
+        assert!(u.col(&clip).iter().all(|&c| c == 0.0), "{clip}: {:?}", u.col(&clip));
+    }
+    for col in &kls {
+        // (r - 1) - log r >= 0; the paper's narrow policy (log std -2.9, 62 action dimensions)
+        // moves fast, and target_kl 0.05 is checked after each epoch, so allow some overshoot
+        assert!(u.col(col).iter().all(|&kl| kl.is_finite() && (-1e-6..0.5).contains(&kl)), "{col}: {:?}", u.col(col));
+    }
+    assert!(r.csv("episodes.csv").col("charts/episodic_return").iter().all(|&rf| (0.0..1.0).contains(&rf)), "recovery factors in [0, 1)");
+}
+
+/// Aux 3 stops the epochs once the finest level's KL passes the target, and only then.
+#[test]
+fn target_kl_stops_the_epochs() {
+    let tight = run(BIN, &[SMALL, &["--target-kl", "0.005"]].concat());
+    tight.assert_ok();
+    let u = tight.csv("updates.csv");
+    let (epochs, kl) = (u.col("debug/epochs"), u.col("losses/approx_kl"));
+    assert!(epochs.iter().any(|&e| e < 20.0), "never stopped early: {epochs:?}");
+    for (e, k) in epochs.iter().zip(&kl) {
+        assert!(*e == 20.0 || *k > 0.005, "stopped after {e} epochs with approx_kl {k}");
+    }
+    let off = run(BIN, &[SMALL, &["--target-kl", "0"]].concat());
+    assert!(off.assert_ok().csv("updates.csv").col("debug/epochs").iter().all(|&e| e == 20.0));
+}
+
+/// The reference's invariant: with one level, multilevel PPO is plain PPO. `ppo_multilevel`
+/// with one level and `ppo_continuous`'s network, normalization and hyperparameters must log the
+/// same metrics as `ppo_continuous` on the same env and seed, to the last bit.
+#[test]
+fn one_level_is_plain_ppo() {
+    let common = ["--env-id", "ResSim-case1", "--num-envs", "4", "--update-epochs", "3", "--seed", "3"];
+    let plain = run(PLAIN, &[&common[..], &["--num-steps", "10", "--num-minibatches", "2", "--total-timesteps", "200"]].concat());
+    let multi = run(
+        BIN,
+        &[
+            &common[..],
+            &["--levels", "61", "--level-steps", "10", "--level-minibatch-size", "20", "--num-iterations", "5"],
+            // ppo_continuous's settings where ppo_multilevel's defaults are the paper's
+            &["--learning-rate", "3e-4", "--clip-coef", "0.2", "--ent-coef", "0", "--vf-coef", "0.5", "--clip-vloss", "--target-kl", "0"],
+            &["--hidden-sizes", "64,64", "--shared-trunk", "false", "--log-std-init", "0", "--normalize", "--env-threads", "1"],
+        ]
+        .concat(),
+    );
+    let (p, m) = (plain.assert_ok().csv("updates.csv"), multi.assert_ok().csv("updates.csv"));
+    assert_eq!(p.rows.len(), 5);
+    let shared: Vec<&String> = p.header.iter().filter(|h| !common::TIMING_COLUMNS.contains(&h.as_str())).collect();
+    for col in shared {
+        assert_eq!(p.col(col), m.col(col), "{col} differs");
+    }
+    assert_eq!(plain.csv("episodes.csv"), multi.csv("episodes.csv"));
+}
+
+#[test]
+fn same_seed_same_metrics_on_cpu_for_any_thread_count() {
+    let a = run(BIN, &[SMALL, &["--seed", "5", "--env-threads", "1"]].concat());
+    let b = run(BIN, &[SMALL, &["--seed", "5", "--env-threads", "2"]].concat());
+    let c = run(BIN, &[SMALL, &["--seed", "6"]].concat());
+    let metrics = |r: &Run| (r.csv("updates.csv").without(common::TIMING_COLUMNS), r.csv("episodes.csv"));
+    common::assert_same_metrics(&a, &b, &c);
+    assert_eq!(metrics(&a), metrics(&b));
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_code_2() {
+    common::assert_bad_input(
+        BIN,
+        &[
+            (&["--levels", "30,15,61"], &[], "coarse to fine"),
+            (&["--levels", "15,61", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10"], &[], "one value per level"),
+            (
+                &[SMALL_ENVS, &["--levels", "15,30,61", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10,5"]].concat(),
+                &[],
+                "same whole number of minibatches",
+            ),
+            (&["--env-id", "ResSim-v9"], &[], "unknown env id 'ResSim-v9'"),
+            (
+                &[SMALL_ENVS, &["--levels", "15,30,60", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10,10"]].concat(),
+                &[],
+                "has no level with a 60x60 grid",
+            ),
+            (&[SMALL, &["--normalize"]].concat(), &[], "one level only"),
+        ],
+    );
+}
