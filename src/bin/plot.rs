@@ -1,8 +1,10 @@
 //! # plot: PNG learning curves from run directories
 //!
 //! Not a PPO variant: a helper that reads `runs/<run-name>/episodes.csv` and `args.json` and
-//! draws episodic return against global step, one panel per env id, one colour per experiment
-//! name. Several runs of one experiment (seeds) are drawn as their mean with a min-max band.
+//! draws episodic return against global step (or, with `--x-axis seconds`, against the run's
+//! time so far, from the timing columns of `updates.csv`), one panel per env id, one colour per
+//! experiment name. Several runs of one experiment (seeds) are drawn as their mean with a
+//! min-max band.
 //!
 //! Run: `cargo run --release --bin plot -- runs/* --out curves.png`
 
@@ -26,9 +28,37 @@ struct Args {
     /// points on the common global-step grid used to average seeds
     #[arg(long, default_value_t = 200)]
     points: usize,
+    /// what the x axis shows: global steps, or seconds of collection and learning so far
+    #[arg(long, value_enum, default_value = "steps")]
+    x_axis: XAxis,
     /// a TrueType font for the labels
     #[arg(long, default_value = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")]
     font: PathBuf,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum XAxis {
+    Steps,
+    Seconds,
+}
+
+/// For each update of a run: its global step and the seconds of collection and learning up to
+/// its end (from updates.csv).
+fn read_elapsed(dir: &Path) -> Result<Vec<(f64, f64)>, String> {
+    let path = dir.join("updates.csv");
+    let mut reader = csv::Reader::from_path(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let header = reader.headers().map_err(|e| format!("{}: {e}", path.display()))?.clone();
+    let col = |name: &str| header.iter().position(|h| h == name).ok_or_else(|| format!("{}: no column {name}", path.display()));
+    let (step, collect, learn) = (col("global_step")?, col("timing/collection_seconds")?, col("timing/learning_seconds")?);
+    let mut elapsed = 0.0;
+    let mut out = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| format!("{}: {e}", path.display()))?;
+        let num = |i: usize| record.get(i).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| format!("{}: bad row", path.display()));
+        elapsed += num(collect)? + num(learn)?;
+        out.push((num(step)?, elapsed));
+    }
+    Ok(out)
 }
 
 /// One run: its env id, experiment name and smoothed (global_step, return) points.
@@ -38,7 +68,7 @@ struct Curve {
     points: Vec<(f64, f64)>,
 }
 
-fn read_run(dir: &Path, window: usize) -> Result<Curve, String> {
+fn read_run(dir: &Path, window: usize, x_axis: XAxis) -> Result<Curve, String> {
     let args_path = dir.join("args.json");
     let text = std::fs::read_to_string(&args_path).map_err(|e| format!("{}: {e}", args_path.display()))?;
     let args: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", args_path.display()))?;
@@ -52,6 +82,14 @@ fn read_run(dir: &Path, window: usize) -> Result<Curve, String> {
             record.get(i).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| format!("{}: bad row {record:?}", episodes.display()))
         };
         raw.push((num(0)?, num(1)?));
+    }
+    if x_axis == XAxis::Seconds {
+        // an episode that ended during an update is placed at that update's end
+        let elapsed = read_elapsed(dir)?;
+        for point in raw.iter_mut() {
+            let i = elapsed.partition_point(|&(step, _)| step < point.0).min(elapsed.len().saturating_sub(1));
+            point.0 = elapsed.get(i).map_or(f64::NAN, |e| e.1);
+        }
     }
     // trailing moving average over `window` episodes
     let points = (0..raw.len())
@@ -88,7 +126,7 @@ fn main() {
     // env id -> experiment name -> curves (one per seed)
     let mut groups: BTreeMap<String, BTreeMap<String, Vec<Curve>>> = BTreeMap::new();
     for dir in &args.runs {
-        let curve = read_run(dir, args.window).unwrap_or_else(|e| fail(e));
+        let curve = read_run(dir, args.window, args.x_axis).unwrap_or_else(|e| fail(e));
         if curve.points.is_empty() {
             eprintln!("skipping {}: no finished episodes", dir.display());
             continue;
@@ -108,7 +146,9 @@ fn main() {
             for &(x, y) in all {
                 (x_max, y_min, y_max) = (x_max.max(x), y_min.min(y), y_max.max(y));
             }
-            let pad = ((y_max - y_min) * 0.05).max(1.0);
+            let pad = if y_max > y_min { (y_max - y_min) * 0.05 } else { 1.0 };
+            // small returns (recovery factors) need decimals on the y axis
+            let decimals = if y_max - y_min < 10.0 { 3 } else { 0 };
             let mut chart = ChartBuilder::on(panel)
                 .caption(env_id, ("sans-serif", 26))
                 .margin(12)
@@ -117,10 +157,10 @@ fn main() {
                 .build_cartesian_2d(0.0..x_max, (y_min - pad)..(y_max + pad))?;
             chart
                 .configure_mesh()
-                .x_desc("global step")
+                .x_desc(if args.x_axis == XAxis::Seconds { "seconds (collection and learning)" } else { "global step" })
                 .y_desc("episodic return")
                 .x_label_formatter(&|x| format!("{x:.0}"))
-                .y_label_formatter(&|y| format!("{y:.0}"))
+                .y_label_formatter(&|y| format!("{y:.decimals$}"))
                 .label_style(("sans-serif", 14))
                 .draw()?;
             for (k, (exp_name, curves)) in experiments.iter().enumerate() {
