@@ -9,8 +9,9 @@
 //!
 //! Saturation: backward Euler with upwind fluxes, s¹ − s⁰ + α(U s¹ − (q⁺ + s¹ q⁻)) = 0,
 //! α = dt/(vol·φ). U's diagonal is a cell's total outflow, its off-diagonals the inflows from
-//! upstream neighbours; every upstream neighbour has a higher pressure, so in order of
-//! decreasing pressure the system is triangular: one sweep per substep.
+//! upstream neighbours; every upstream neighbour has a higher pressure, so the upwind graph has
+//! no cycles and in a topological order of it (e.g. decreasing pressure) the system is
+//! triangular: one sweep per substep. We order by Kahn's algorithm (linear time, no sort).
 
 use super::levels::Grid;
 
@@ -135,8 +136,12 @@ fn cholesky_solve(l: &[f64], n: usize, b: usize, x: &mut [f64], first: usize) {
 /// Scratch space and the per-control-step upwind system, reused across steps.
 #[derive(Default)]
 pub struct Saturation {
-    /// cells in order of decreasing pressure
+    /// cells in an upstream-first (topological) order of the upwind graph
     order: Vec<usize>,
+    /// up to 4 downstream neighbours per cell, and how many upstream ones are not yet ordered
+    outflow: Vec<[usize; 4]>,
+    n_outflow: Vec<u8>,
+    pending: Vec<u8>,
     /// 1 + α (outflow − min(q, 0)), and α max(q, 0), per cell
     diag: Vec<f64>,
     source: Vec<f64>,
@@ -158,9 +163,6 @@ impl Saturation {
     pub fn prepare(&mut self, grid: &Grid, pressure: &Pressure, p: &[f64], q: &[f64], phi: &[f64], dt: f64) {
         let (nx, ny, n) = (grid.nx, grid.ny, grid.cells());
         let vol = grid.cell_volume();
-        self.order.clear();
-        self.order.extend(0..n);
-        self.order.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
         self.alpha.clear();
         self.alpha.extend(phi.iter().map(|&phi| dt / (vol * phi)));
         self.out.clear();
@@ -168,6 +170,9 @@ impl Saturation {
         self.inflow.resize(n, [(0, 0.0); 4]);
         self.n_inflow.clear();
         self.n_inflow.resize(n, 0);
+        self.outflow.resize(n, [0; 4]);
+        self.n_outflow.clear();
+        self.n_outflow.resize(n, 0);
         let mut face = |from: usize, to: usize, flux: f64, out: &mut Vec<f64>| {
             // flux > 0 goes from `from` to `to`
             let (up, down, f) = if flux > 0.0 { (from, to, flux) } else { (to, from, -flux) };
@@ -176,6 +181,9 @@ impl Saturation {
                 let k = self.n_inflow[down] as usize;
                 self.inflow[down][k] = (up, f);
                 self.n_inflow[down] += 1;
+                let k = self.n_outflow[up] as usize;
+                self.outflow[up][k] = down;
+                self.n_outflow[up] += 1;
             }
         };
         for r in 0..ny {
@@ -190,6 +198,22 @@ impl Saturation {
                 face(a, b, (p[a] - p[b]) * pressure.ty[r * nx + j], &mut self.out);
             }
         }
+        // Kahn's algorithm: a cell joins the order once all its upstream neighbours have
+        self.pending.clone_from(&self.n_inflow);
+        self.order.clear();
+        self.order.extend((0..n).filter(|&i| self.pending[i] == 0));
+        let mut next = 0;
+        while next < self.order.len() {
+            let i = self.order[next];
+            next += 1;
+            for &j in &self.outflow[i][..self.n_outflow[i] as usize] {
+                self.pending[j] -= 1;
+                if self.pending[j] == 0 {
+                    self.order.push(j);
+                }
+            }
+        }
+        assert_eq!(self.order.len(), n, "the upwind graph has a cycle");
         self.diag.clear();
         self.diag.extend((0..n).map(|i| 1.0 + self.alpha[i] * (self.out[i] - q[i].min(0.0))));
         self.source.clear();
