@@ -78,8 +78,15 @@ impl Partition {
 
     /// Fine field to coarse field, block by block.
     pub fn restrict(&self, fine: &[f64], reduce: Reduce) -> Vec<f64> {
-        let nx = self.fine_nx();
         let mut coarse = Vec::with_capacity(self.coarse_cells());
+        self.restrict_into(fine, reduce, &mut coarse);
+        coarse
+    }
+
+    /// `restrict` into a reused buffer.
+    pub fn restrict_into(&self, fine: &[f64], reduce: Reduce, coarse: &mut Vec<f64>) {
+        let nx = self.fine_nx();
+        coarse.clear();
         for rows in self.rows.windows(2) {
             for cols in self.cols.windows(2) {
                 let (mut acc, n) = (0.0, ((rows[1] - rows[0]) * (cols[1] - cols[0])) as f64);
@@ -95,7 +102,6 @@ impl Partition {
                 });
             }
         }
-        coarse
     }
 
     /// Coarse field to fine field: every fine cell takes its block's value.

@@ -5,6 +5,9 @@
 //! take block means of porosity and saturation, block sums of rates and block harmonic means of
 //! permeability; observations and actions always live on the finest grid.
 //!
+//! A control step allocates nothing (buffers are kept in the env; the factorized pressure
+//! operators are shared by all envs of a level).
+//!
 //! Two configurations: `ResSim-case1` (the reference fork's test case 1: 61×61, levels 8², 15²,
 //! 30², 61²) and `ResSim-v1` (the paper's: 128×128, levels 8², 16², 32², 64², 128²). Checked
 //! against the Python reference's own output in `tests/ressim.rs`.
@@ -201,6 +204,7 @@ pub struct ResSim {
     /// the level's rates applied in the last step
     pub q: Vec<f64>,
     q_fine: Vec<f64>,
+    action: Vec<f64>,
     sat: Saturation,
     s0: Vec<f64>,
     rng: ChaCha8Rng,
@@ -220,6 +224,7 @@ impl ResSim {
             obs: vec![0.0; obs_dim],
             q: vec![0.0; n],
             q_fine: vec![0.0; fine_cells],
+            action: Vec::new(),
             sat: Saturation::default(),
             s0: Vec::with_capacity(n),
             rng: ChaCha8Rng::seed_from_u64(0),
@@ -265,7 +270,7 @@ impl ResSim {
         if imbalance.abs() < TOL {
             self.q_fine[BALANCE_CELL.0 * sh.config.fine.nx + BALANCE_CELL.1] -= imbalance;
         }
-        self.q = l.to_fine.restrict(&self.q_fine, Reduce::Sum);
+        l.to_fine.restrict_into(&self.q_fine, Reduce::Sum, &mut self.q);
     }
 
     /// One control step with float64 well weights (`Env::step` converts its float32 action).
@@ -315,8 +320,8 @@ impl ResSim {
         let (from, to) = (other.grid(), self.grid());
         if other.level > self.level {
             let part = Partition::between(&from, &to);
-            self.s = part.restrict(&other.s, Reduce::Mean);
-            self.p = part.restrict(&other.p, Reduce::Mean);
+            part.restrict_into(&other.s, Reduce::Mean, &mut self.s);
+            part.restrict_into(&other.p, Reduce::Mean, &mut self.p);
         } else {
             let part = Partition::between(&to, &from);
             part.prolong(&other.s, &mut self.s);
@@ -361,8 +366,11 @@ impl Env for ResSim {
     }
     fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
         let Action::Continuous(a) = action else { panic!("ResSim needs a continuous action, got {action:?}") };
-        let a: Vec<f64> = a.iter().map(|&x| x as f64).collect();
-        let (reward, done) = self.step_f64(&a);
+        let mut action = std::mem::take(&mut self.action);
+        action.clear();
+        action.extend(a.iter().map(|&x| x as f64));
+        let (reward, done) = self.step_f64(&action);
+        self.action = action;
         write_obs(&self.obs, obs);
         Step { reward, terminated: done, truncated: false, episode: None }
     }
