@@ -216,6 +216,27 @@ impl Env for Acrobot {
     }
 }
 
+// The track both mountain cars drive on: position bounds, speed limit, start positions.
+const MC_MIN_POSITION: f64 = -1.2;
+const MC_MAX_POSITION: f64 = 0.6;
+const MC_MAX_SPEED: f64 = 0.07;
+
+fn mountain_car_space() -> Space {
+    let (p, v) = ((MC_MIN_POSITION as f32, MC_MAX_POSITION as f32), MC_MAX_SPEED as f32);
+    Space::bounded_box(vec![p.0, -v], vec![p.1, v])
+}
+
+/// A random start: position uniform in [-0.6, -0.4), at rest.
+fn mountain_car_start(seed: Option<u64>, rng: &mut ChaCha8Rng) -> [f64; 2] {
+    rng_from(seed, rng);
+    [rng.gen_range(-0.6..-0.4), 0.0]
+}
+
+fn write_position_velocity(state: [f64; 2], obs: &mut [f32]) {
+    obs[0] = state[0] as f32;
+    obs[1] = state[1] as f32;
+}
+
 /// `MountainCar-v0`: drive an underpowered car up the right hill.
 pub struct MountainCar {
     /// position, velocity
@@ -224,9 +245,6 @@ pub struct MountainCar {
 }
 
 impl MountainCar {
-    const MIN_POSITION: f64 = -1.2;
-    const MAX_POSITION: f64 = 0.6;
-    const MAX_SPEED: f64 = 0.07;
     const GOAL_POSITION: f64 = 0.5;
     const GOAL_VELOCITY: f64 = 0.0;
     const FORCE: f64 = 0.001;
@@ -234,11 +252,6 @@ impl MountainCar {
 
     pub fn new() -> Self {
         MountainCar { state: [0.0; 2], rng: ChaCha8Rng::seed_from_u64(0) }
-    }
-
-    fn write_obs(&self, obs: &mut [f32]) {
-        obs[0] = self.state[0] as f32;
-        obs[1] = self.state[1] as f32;
     }
 }
 
@@ -251,29 +264,27 @@ impl Default for MountainCar {
 impl Env for MountainCar {
     type Obs = f32;
     fn observation_space(&self) -> Space {
-        let (p, v) = ((Self::MIN_POSITION as f32, Self::MAX_POSITION as f32), Self::MAX_SPEED as f32);
-        Space::bounded_box(vec![p.0, -v], vec![p.1, v])
+        mountain_car_space()
     }
     fn action_space(&self) -> Space {
         Space::Discrete(3)
     }
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
-        rng_from(seed, &mut self.rng);
-        self.state = [self.rng.gen_range(-0.6..-0.4), 0.0];
-        self.write_obs(obs);
+        self.state = mountain_car_start(seed, &mut self.rng);
+        write_position_velocity(self.state, obs);
     }
     fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
         let [mut position, mut velocity] = self.state;
         velocity += (action.discrete() as f64 - 1.0) * Self::FORCE + (3.0 * position).cos() * (-Self::GRAVITY);
-        velocity = velocity.clamp(-Self::MAX_SPEED, Self::MAX_SPEED);
+        velocity = velocity.clamp(-MC_MAX_SPEED, MC_MAX_SPEED);
         position += velocity;
-        position = position.clamp(Self::MIN_POSITION, Self::MAX_POSITION);
-        if position == Self::MIN_POSITION && velocity < 0.0 {
+        position = position.clamp(MC_MIN_POSITION, MC_MAX_POSITION);
+        if position == MC_MIN_POSITION && velocity < 0.0 {
             velocity = 0.0;
         }
         let terminated = position >= Self::GOAL_POSITION && velocity >= Self::GOAL_VELOCITY;
         self.state = [position, velocity];
-        self.write_obs(obs);
+        write_position_velocity(self.state, obs);
         step_result(-1.0, terminated)
     }
 }
@@ -363,19 +374,11 @@ pub struct MountainCarContinuous {
 }
 
 impl MountainCarContinuous {
-    const MIN_POSITION: f64 = -1.2;
-    const MAX_POSITION: f64 = 0.6;
-    const MAX_SPEED: f64 = 0.07;
     const GOAL_POSITION: f64 = 0.45;
     const POWER: f64 = 0.0015;
 
     pub fn new() -> Self {
         MountainCarContinuous { state: [0.0; 2], rng: ChaCha8Rng::seed_from_u64(0) }
-    }
-
-    fn write_obs(&self, obs: &mut [f32]) {
-        obs[0] = self.state[0] as f32;
-        obs[1] = self.state[1] as f32;
     }
 }
 
@@ -388,30 +391,28 @@ impl Default for MountainCarContinuous {
 impl Env for MountainCarContinuous {
     type Obs = f32;
     fn observation_space(&self) -> Space {
-        let (p, v) = ((Self::MIN_POSITION as f32, Self::MAX_POSITION as f32), Self::MAX_SPEED as f32);
-        Space::bounded_box(vec![p.0, -v], vec![p.1, v])
+        mountain_car_space()
     }
     fn action_space(&self) -> Space {
         Space::bounded_box(vec![-1.0], vec![1.0])
     }
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
-        rng_from(seed, &mut self.rng);
-        self.state = [self.rng.gen_range(-0.6..-0.4), 0.0];
-        self.write_obs(obs);
+        self.state = mountain_car_start(seed, &mut self.rng);
+        write_position_velocity(self.state, obs);
     }
     fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
         let [mut position, mut velocity] = self.state;
         let a = continuous1(action) as f64;
         velocity += a.clamp(-1.0, 1.0) * Self::POWER - 0.0025 * (3.0 * position).cos();
-        velocity = velocity.clamp(-Self::MAX_SPEED, Self::MAX_SPEED);
-        position = (position + velocity).clamp(Self::MIN_POSITION, Self::MAX_POSITION);
-        if position == Self::MIN_POSITION && velocity < 0.0 {
+        velocity = velocity.clamp(-MC_MAX_SPEED, MC_MAX_SPEED);
+        position = (position + velocity).clamp(MC_MIN_POSITION, MC_MAX_POSITION);
+        if position == MC_MIN_POSITION && velocity < 0.0 {
             velocity = 0.0;
         }
         // the goal test sees the float64 values; the stored state is float32
         let terminated = position >= Self::GOAL_POSITION && velocity >= 0.0;
         self.state = [position as f32 as f64, velocity as f32 as f64];
-        self.write_obs(obs);
+        write_position_velocity(self.state, obs);
         step_result(if terminated { 100.0 } else { 0.0 } - a.powi(2) * 0.1, terminated)
     }
 }
