@@ -16,6 +16,7 @@ fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
     let updates = r.csv("updates.csv");
     assert_eq!(updates.rows.len(), 20);
     assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 50);
+    common::assert_tensorboard_matches_csvs(&r);
 }
 
 #[test]
@@ -44,14 +45,15 @@ fn save_model_writes_weights_and_evaluates_them() {
 
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
+    common::assert_bad_input(BIN, common::SHARED_FLAG_EDGES);
     common::assert_bad_input(
         BIN,
         &[
             (&["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4"], &[], "divisible"),
             (&["--total-timesteps", "100"], &[], "below one batch"),
-            (&["--env-id", "NoSuchEnv-v9"], &[], "NoSuchEnv-v9"),
-            (&["--learning-rate", "0"], &[], "learning-rate"),
-            (&["--learning-rate", "-0.1"], &[], "learning-rate"),
+            (&["--env-id", "NoSuchEnv-v9"], &[], "unknown env id 'NoSuchEnv-v9'"),
+            (&["--env-id", "BreakoutNoFrameskip-v4"], &[], "ppo_atari"),
+            (&["--env-id", "Pendulum-v1"], &[], "ppo_continuous"),
         ],
     );
 }

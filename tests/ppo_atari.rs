@@ -13,6 +13,7 @@ fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
     let updates = r.csv("updates.csv");
     assert_eq!(updates.rows.len(), 16);
     assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 50);
+    common::assert_tensorboard_matches_csvs(&r);
     // episodes are logged with their raw game score and length in frames
     let episodes = r.csv("episodes.csv");
     assert!(!episodes.rows.is_empty(), "no Breakout game finished in 16k steps");
@@ -30,12 +31,14 @@ fn same_seed_same_metrics_with_one_or_two_env_threads() {
 
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
+    assert_bad_input(BIN, common::SHARED_FLAG_EDGES);
     assert_bad_input(
         BIN,
         &[
             (&["--env-id", "NoSuchGameNoFrameskip-v4"], &[], "NoSuchGameNoFrameskip-v4"),
             (&["--env-id", "BasicMathNoFrameskip-v4"], &[], "unknown env id"),
             (&["--env-id", "Breakout-v5"], &[], "unknown env id"),
+            (&["--env-id", "CartPole-v1"], &[], "run it with ppo;"),
             (&[], &[("ALE_ROM_DIR", "/nonexistent/roms")], "scripts/setup"),
             (&[], &[("ALE_ROM_DIR", "/")], "breakout.bin is missing"),
             (&["--num-envs", "3", "--num-minibatches", "4", "--num-steps", "7"], &[], "divisible"),

@@ -25,6 +25,7 @@ fn ratio_is_one_at_first_minibatch_and_kl_stays_small_on_pendulum() {
 fn ratio_is_one_at_first_minibatch_and_kl_stays_small_on_half_cheetah() {
     let r = run(BIN, &["--total-timesteps", "8192"]);
     assert_sane(&r, 4);
+    common::assert_tensorboard_matches_csvs(&r);
     let episodes = r.csv("episodes.csv");
     assert_eq!(episodes.col("charts/episodic_length"), vec![1000.0; 8], "HalfCheetah episodes end at the 1000-step limit");
 }
@@ -94,11 +95,12 @@ fn save_model_keeps_observation_statistics_and_evaluates() {
 
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
+    common::assert_bad_input(BIN, common::SHARED_FLAG_EDGES);
     common::assert_bad_input(
         BIN,
         &[
             (&["--env-id", "NoSuchEnv-v9"], &[], "NoSuchEnv-v9"),
-            (&["--env-id", "CartPole-v1"], &[], "Box"),
+            (&["--env-id", "CartPole-v1"], &[], "run it with ppo;"),
             (&["--num-steps", "100", "--num-minibatches", "32"], &[], "divisible"),
             (&[], &[("MUJOCO_DIR", "/nonexistent")], "MuJoCo library /nonexistent/libmujoco.so.3.17.0 not found: run scripts/setup"),
             (&["--env-id", "Hopper-v4"], &[("MUJOCO_ASSETS_DIR", "/nonexistent")], "hopper.xml not found: run scripts/setup"),

@@ -53,6 +53,7 @@ fn ratio_is_one_for_main_and_sync_batches_and_kl_is_sane() {
         assert!(u.col(col).iter().all(|&kl| kl.is_finite() && (-1e-6..0.5).contains(&kl)), "{col}: {:?}", u.col(col));
     }
     assert!(r.csv("episodes.csv").col("charts/episodic_return").iter().all(|&rf| (0.0..1.0).contains(&rf)), "recovery factors in [0, 1)");
+    common::assert_tensorboard_matches_csvs(&r);
 }
 
 /// Aux 3 stops the epochs once the finest level's KL passes the target, and only then.
@@ -66,7 +67,7 @@ fn target_kl_stops_the_epochs() {
     for (e, k) in epochs.iter().zip(&kl) {
         assert!(*e == 20.0 || *k > 0.005, "stopped after {e} epochs with approx_kl {k}");
     }
-    let off = run(BIN, &[SMALL, &["--target-kl", "0"]].concat());
+    let off = run(BIN, &[SMALL, &["--target-kl", "inf"]].concat());
     assert!(off.assert_ok().csv("updates.csv").col("debug/epochs").iter().all(|&e| e == 20.0));
 }
 
@@ -83,7 +84,7 @@ fn one_level_is_plain_ppo() {
             &common[..],
             &["--levels", "61", "--level-steps", "10", "--level-minibatch-size", "20", "--num-iterations", "5"],
             // ppo_continuous's settings where ppo_multilevel's defaults are the paper's
-            &["--learning-rate", "3e-4", "--clip-coef", "0.2", "--ent-coef", "0", "--vf-coef", "0.5", "--clip-vloss", "--target-kl", "0"],
+            &["--learning-rate", "3e-4", "--clip-coef", "0.2", "--ent-coef", "0", "--vf-coef", "0.5", "--clip-vloss", "--target-kl", "inf"],
             &["--hidden-sizes", "64,64", "--shared-trunk", "false", "--log-std-init", "0", "--normalize", "--env-threads", "1"],
         ]
         .concat(),
@@ -126,6 +127,42 @@ fn bad_input_is_one_line_and_exit_code_2() {
                 "has no level with a 60x60 grid",
             ),
             (&[SMALL, &["--normalize"]].concat(), &[], "one level only"),
+            (&["--env-id", "HalfCheetah-v4"], &[], "run it with ppo_continuous;"),
+            (
+                &[SMALL_ENVS, &["--levels", "15,30,61", "--level-steps", "1,1,1", "--level-minibatch-size", "1,1,1"]].concat(),
+                &[],
+                "--norm-adv",
+            ),
         ],
     );
+    // one bad value per numeric flag, at or past its edge: the error names the flag and the value
+    // (for a list, the element that is out of range)
+    let edges: &[(&str, &str, &str)] = &[
+        ("--learning-rate", "0", "0"),
+        ("--learning-rate", "nan", "nan"),
+        ("--gamma", "1.5", "1.5"),
+        ("--gae-lambda", "-0.1", "-0.1"),
+        ("--clip-coef", "0", "0"),
+        ("--ent-coef", "inf", "inf"),
+        ("--vf-coef", "nan", "nan"),
+        ("--max-grad-norm", "-1", "-1"),
+        ("--target-kl", "-0.05", "-0.05"),
+        ("--target-kl", "nan", "nan"),
+        ("--num-envs", "0", "0"),
+        ("--num-iterations", "0", "0"),
+        ("--update-epochs", "0", "0"),
+        ("--levels", "0", "0"),
+        ("--level-steps", "20,0,5", "0"),
+        ("--level-minibatch-size", "40,10,0", "0"),
+        ("--hidden-sizes", "64,0", "0"),
+        ("--log-std-init", "nan", "nan"),
+        ("--torch-threads", "0", "0"),
+        ("--env-threads", "0", "0"),
+        ("--seed", "-3", "-3"),
+        ("--shared-trunk", "maybe", "maybe"),
+        ("--exp-name", "../up", "../up"),
+    ];
+    for (flag, value, bad) in edges {
+        common::assert_bad_input(BIN, &[(&[*flag, *value], &[], &format!("'{bad}' for '{flag}"))]);
+    }
 }

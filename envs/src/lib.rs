@@ -9,6 +9,7 @@
 pub mod atari;
 mod classic;
 mod env;
+mod ids;
 pub mod mujoco;
 pub mod ressim;
 mod spaces;
@@ -17,6 +18,7 @@ mod wrappers;
 
 pub use classic::{Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum};
 pub use env::{Action, Env, Episode, RecordEpisodeStatistics, Step, TimeLimit};
+pub use ids::check_id;
 pub use spaces::Space;
 pub use vector::{FinishedEpisode, VecEnv};
 pub use wrappers::{ClipAction, NormalizeObservation, NormalizeReward, ObsStats, RunningMeanStd, TransformObservation, TransformReward};
@@ -39,11 +41,10 @@ pub const KNOWN_ENVS: &[(&str, u32)] = &[
 pub struct EnvError(pub String);
 
 impl EnvError {
-    /// An id nobody knows; the message lists the classic-control ids and the Atari form.
+    /// An id nobody knows; the message lists every id envs makes (a binary's own list of the
+    /// ids it runs comes from `check_id`).
     pub fn unknown(id: &str) -> EnvError {
-        let known: Vec<&str> = KNOWN_ENVS.iter().map(|(id, _)| *id).collect();
-        let (games, ressim) = (atari::V4_GAMES.len(), ressim::IDS.join(", "));
-        EnvError(format!("unknown env id '{id}'; known ids: {}, {ressim}, and <Game>NoFrameskip-v4 for the {games} Atari games ale-py registers (e.g. BreakoutNoFrameskip-v4)", known.join(", ")))
+        EnvError(format!("unknown env id '{id}'; known ids: {}", ids::all()))
     }
 }
 
@@ -54,6 +55,13 @@ impl std::fmt::Display for EnvError {
 }
 
 impl std::error::Error for EnvError {}
+
+/// So that `check_id(..)?` and `make(..)?` work in a function that returns `Result<_, String>`.
+impl From<EnvError> for String {
+    fn from(e: EnvError) -> String {
+        e.0
+    }
+}
 
 /// `gym.make(id)`: the environment inside its `TimeLimit`, as gymnasium registers it.
 /// The ressim configurations (`ResSim-case1`, `ResSim-v1`) come on their finest level, with

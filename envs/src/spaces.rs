@@ -25,3 +25,73 @@ impl Space {
         }
     }
 }
+
+/// A brief description for error messages: the kind and shape, and a box's bounds only when
+/// every element has the same ones: `Discrete(2)`, `Box(17,) in [-inf, inf]`,
+/// `Box(4, 84, 84) in [0.0, 255.0]`, `Box(4,)` (per-element bounds), `MultiDiscrete([100, 6, 4])`.
+impl std::fmt::Display for Space {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Space::Discrete(n) => write!(f, "Discrete({n})"),
+            Space::MultiDiscrete(nvec) => write!(f, "MultiDiscrete({})", brief_list(nvec)),
+            Space::Box { shape, low, high } => {
+                let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+                write!(f, "Box({}{})", dims.join(", "), if shape.len() == 1 { "," } else { "" })?;
+                match (all_equal(low), all_equal(high)) {
+                    (Some(lo), Some(hi)) => write!(f, " in [{lo:?}, {hi:?}]"),
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// The value every element has, if they all have the same one.
+fn all_equal(v: &[f32]) -> Option<f32> {
+    let first = *v.first()?;
+    v.iter().all(|&x| x == first).then_some(first)
+}
+
+/// `[100, 6, 4]`; a repeated pattern once with its count, `[6, 4, 4, 4, 4, 7, 49] x 256`, and
+/// past 8 values the first 8 and the length, `[1, 2, 3, 4, 5, 6, 7, 8, ... 34 values]`.
+fn brief_list(v: &[usize]) -> String {
+    let period = (1..v.len()).find(|&p| v.len().is_multiple_of(p) && v.chunks(p).all(|c| c == &v[..p])).unwrap_or(v.len());
+    let shown: Vec<String> = v[..period.min(8)].iter().map(usize::to_string).collect();
+    let more = if period > 8 { format!(", ... {period} values") } else { String::new() };
+    let times = if period < v.len() { format!(" x {}", v.len() / period) } else { String::new() };
+    format!("[{}{more}]{times}", shown.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Space;
+
+    #[test]
+    fn display_is_kind_and_shape() {
+        assert_eq!(Space::Discrete(2).to_string(), "Discrete(2)");
+        assert_eq!(Space::MultiDiscrete(vec![100, 6, 4]).to_string(), "MultiDiscrete([100, 6, 4])");
+        // MuJoCo's observations: 17 unbounded values, once
+        assert_eq!(Space::bounded_box(vec![f32::NEG_INFINITY; 17], vec![f32::INFINITY; 17]).to_string(), "Box(17,) in [-inf, inf]");
+        assert_eq!(Space::bounded_box(vec![-2.0], vec![2.0]).to_string(), "Box(1,) in [-2.0, 2.0]");
+        // CartPole's per-element bounds are left out
+        let cartpole = Space::bounded_box(vec![-4.8, f32::MIN, -0.42, f32::MIN], vec![4.8, f32::MAX, 0.42, f32::MAX]);
+        assert_eq!(cartpole.to_string(), "Box(4,)");
+        let n = 4 * 84 * 84;
+        let frames = Space::Box { shape: vec![4, 84, 84], low: vec![0.0; n], high: vec![255.0; n] };
+        assert_eq!(frames.to_string(), "Box(4, 84, 84) in [0.0, 255.0]");
+        assert_eq!(Space::bounded_box(vec![-f32::MAX; 3], vec![f32::MAX; 3]).to_string(), "Box(3,) in [-3.4028235e38, 3.4028235e38]");
+        assert_eq!(Space::Box { shape: vec![], low: vec![0.5], high: vec![1.0] }.to_string(), "Box() in [0.5, 1.0]");
+    }
+
+    #[test]
+    fn long_multi_discrete_spaces_stay_short() {
+        // MicroRTS's gridnet actions: one 7-component action per cell of a 16x16 map
+        let cells = [6, 4, 4, 4, 4, 7, 49].repeat(256);
+        assert_eq!(Space::MultiDiscrete(cells).to_string(), "MultiDiscrete([6, 4, 4, 4, 4, 7, 49] x 256)");
+        assert_eq!(Space::MultiDiscrete(vec![3; 34]).to_string(), "MultiDiscrete([3] x 34)");
+        let rising: Vec<usize> = (1..=34).collect();
+        assert_eq!(Space::MultiDiscrete(rising).to_string(), "MultiDiscrete([1, 2, 3, 4, 5, 6, 7, 8, ... 34 values])");
+        assert_eq!(Space::MultiDiscrete(vec![]).to_string(), "MultiDiscrete([])");
+        assert_eq!(Space::MultiDiscrete(vec![2, 3, 2, 3]).to_string(), "MultiDiscrete([2, 3] x 2)");
+    }
+}

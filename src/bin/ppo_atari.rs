@@ -1,14 +1,15 @@
 //! # ppo_atari: PPO on Atari games, a diff of `ppo.rs`
 //!
 //! CleanRL's `ppo_atari.py`: `ppo.rs` plus the 9 Atari details, each tagged `// Atari N: ...`:
-//! DeepMind's env wrappers (native ALE, `envs::atari`), a shared Nature-CNN, pixels scaled to [0, 1].
+//! DeepMind's env wrappers (native ALE, `envs::atari`), a shared Nature-CNN, pixels scaled to
+//! [0, 1], and `--capture-video` (env 0's games as GIFs).
 //!
 //! Run: `cargo run --release --bin ppo_atari -- --env-id BreakoutNoFrameskip-v4 --seed 1`
 //! Writes `runs/<env-id>__<exp-name>__<seed>__<unix-time>/`: args.json, episodes.csv and
-//! updates.csv (CleanRL's metric names, plus debug columns), and with `--save-model` the
-//! weights and eval.csv.
+//! updates.csv (CleanRL's metric names, plus debug columns), TensorBoard events, and with
+//! `--save-model` the weights and eval.csv.
 
-use clap::{ArgAction, Parser};
+use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 use envs::atari::*; // the Atari env and its wrappers
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -17,81 +18,100 @@ use std::time::Instant;
 use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
-#[rustfmt::skip]
+/// Each numeric flag's range is checked by its value parser (see the end of the file).
 #[derive(Parser, Debug, serde::Serialize)]
 #[command(about = "PPO on Atari games (BreakoutNoFrameskip-v4), after CleanRL's ppo_atari.py", allow_negative_numbers = true)]
 struct Args {
     /// the name of this experiment (part of the run directory's name)
-    #[arg(long, default_value = "ppo_atari")] exp_name: String,
+    #[arg(long, default_value = env!("CARGO_BIN_NAME"), value_parser = plain_name)]
+    exp_name: String,
     /// seed of the experiment (envs get seed + i, torch gets seed)
-    #[arg(long, default_value_t = 1)] seed: u64,
-    /// ask libtorch for deterministic algorithms (`--torch-deterministic false` to allow others)
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] torch_deterministic: bool,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// turn cuDNN's autotuner off (tch offers no switch for deterministic algorithms; CPU runs are deterministic)
+    #[arg(long, default_value_t = true)]
+    torch_deterministic: bool,
     /// use CUDA when a GPU is present (`--cuda false` for the CPU)
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] cuda: bool,
-    /// libtorch intra-op threads (the CNN uses every core)
-    #[arg(long, default_value_t = std::thread::available_parallelism().map_or(1, |n| n.get() as i32))] torch_threads: i32,
-    /// threads stepping the envs (results do not depend on it; default: every core)
-    #[arg(long, default_value_t = std::thread::available_parallelism().map_or(1, |n| n.get()))] env_threads: usize,
+    #[arg(long, default_value_t = true)]
+    cuda: bool,
+    /// libtorch intra-op threads (1 is fastest for small networks, every core for a CNN)
+    #[arg(long, default_value_t = std::thread::available_parallelism().map_or(1, |n| n.get()), value_parser = at_least_one)]
+    torch_threads: usize,
+    /// threads stepping the envs (results do not depend on it)
+    #[arg(long, default_value_t = std::thread::available_parallelism().map_or(1, |n| n.get()), value_parser = at_least_one)]
+    env_threads: usize,
     /// save the weights to the run directory, then evaluate them for 10 episodes
-    #[arg(long)] save_model: bool,
+    #[arg(long, default_value_t = false)]
+    save_model: bool,
     /// record env 0's games, every frame, on CleanRL's schedule, as GIFs in videos/<run-name>/
-    #[arg(long)] capture_video: bool,
+    #[arg(long, default_value_t = false)]
+    capture_video: bool,
     /// the id of the environment (<Game>NoFrameskip-v4: BreakoutNoFrameskip-v4, PongNoFrameskip-v4, ...)
-    #[arg(long, default_value = "BreakoutNoFrameskip-v4")] env_id: String,
+    #[arg(long, default_value = "BreakoutNoFrameskip-v4")]
+    env_id: String,
     /// total timesteps of the experiment
-    #[arg(long, default_value_t = 10_000_000)] total_timesteps: u64,
+    #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    total_timesteps: u64,
     /// the learning rate of the optimizer
-    #[arg(long, default_value_t = 2.5e-4)] learning_rate: f64,
+    #[arg(long, default_value_t = 2.5e-4, value_parser = positive)]
+    learning_rate: f64,
     /// the number of parallel game environments
-    #[arg(long, default_value_t = 8)] num_envs: usize,
+    #[arg(long, default_value_t = 8, value_parser = at_least_one)]
+    num_envs: usize,
     /// the number of steps to run in each environment per policy rollout
-    #[arg(long, default_value_t = 128)] num_steps: usize,
+    #[arg(long, default_value_t = 128, value_parser = at_least_one)]
+    num_steps: usize,
     /// anneal the learning rate linearly to 0 over the run
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] anneal_lr: bool,
+    #[arg(long, default_value_t = true)]
+    anneal_lr: bool,
     /// the discount factor gamma
-    #[arg(long, default_value_t = 0.99)] gamma: f64,
+    #[arg(long, default_value_t = 0.99, value_parser = unit_interval)]
+    gamma: f64,
     /// the lambda for the general advantage estimation
-    #[arg(long, default_value_t = 0.95)] gae_lambda: f64,
+    #[arg(long, default_value_t = 0.95, value_parser = unit_interval)]
+    gae_lambda: f64,
     /// the number of mini-batches
-    #[arg(long, default_value_t = 4)] num_minibatches: usize,
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
+    num_minibatches: usize,
     /// the K epochs to update the policy
-    #[arg(long, default_value_t = 4)] update_epochs: usize,
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
+    update_epochs: usize,
     /// normalize the advantages per minibatch
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] norm_adv: bool,
+    #[arg(long, default_value_t = true)]
+    norm_adv: bool,
     /// the surrogate clipping coefficient
-    #[arg(long, default_value_t = 0.1)] clip_coef: f64,
+    #[arg(long, default_value_t = 0.1, value_parser = positive)]
+    clip_coef: f64,
     /// use a clipped loss for the value function, as in the paper
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] clip_vloss: bool,
+    #[arg(long, default_value_t = true)]
+    clip_vloss: bool,
     /// coefficient of the entropy bonus
-    #[arg(long, default_value_t = 0.01)] ent_coef: f64,
+    #[arg(long, default_value_t = 0.01, value_parser = finite)]
+    ent_coef: f64,
     /// coefficient of the value function loss
-    #[arg(long, default_value_t = 0.5)] vf_coef: f64,
+    #[arg(long, default_value_t = 0.5, value_parser = finite)]
+    vf_coef: f64,
     /// the maximum norm for the gradient clipping
-    #[arg(long, default_value_t = 0.5)] max_grad_norm: f64,
+    #[arg(long, default_value_t = 0.5, value_parser = positive)]
+    max_grad_norm: f64,
     /// the target KL divergence threshold (off when not given)
-    #[arg(long)] target_kl: Option<f64>,
+    #[arg(long, value_parser = kl_target)]
+    target_kl: Option<f64>,
 }
 
-/// Rejects flag combinations that cannot run, before anything is written.
+/// The combinations of flags that cannot run (each flag's own range is checked by clap).
 fn check_args(a: &Args) -> Result<(), String> {
-    let batch = a.num_envs * a.num_steps;
-    if a.num_envs == 0 || a.num_steps == 0 || a.num_minibatches == 0 || a.update_epochs == 0 {
-        return Err("--num-envs, --num-steps, --num-minibatches and --update-epochs must be positive".into());
+    envs::check_id(env!("CARGO_BIN_NAME"), &a.env_id)?;
+    let batch_size = a.num_envs * a.num_steps;
+    if !batch_size.is_multiple_of(a.num_minibatches) {
+        Err(format!("--num-envs x --num-steps ({batch_size}) must be divisible by --num-minibatches ({})", a.num_minibatches))
+    } else if a.total_timesteps < batch_size as u64 {
+        Err(format!("--total-timesteps ({}) is below one batch (--num-envs x --num-steps = {batch_size})", a.total_timesteps))
+    } else if a.norm_adv && batch_size / a.num_minibatches < 2 {
+        Err("--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); lower --num-minibatches".into())
+    } else {
+        Ok(())
     }
-    if !batch.is_multiple_of(a.num_minibatches) {
-        return Err(format!("--num-envs x --num-steps ({batch}) must be divisible by --num-minibatches ({})", a.num_minibatches));
-    }
-    if a.total_timesteps < batch as u64 {
-        return Err(format!("--total-timesteps ({}) is below one batch (--num-envs x --num-steps = {batch})", a.total_timesteps));
-    }
-    if a.learning_rate.is_nan() || a.learning_rate <= 0.0 {
-        return Err(format!("--learning-rate must be positive, got {}", a.learning_rate));
-    }
-    if a.torch_threads < 1 || a.env_threads < 1 {
-        return Err("--torch-threads and --env-threads must be at least 1".into());
-    }
-    Ok(())
 }
 
 /// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
@@ -179,29 +199,33 @@ fn sample(probs: &Tensor) -> Tensor {
 }
 
 fn main() {
-    let args = Args::parse();
+    let args = parse_args();
     let start_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let run_name = format!("{}__{}__{}__{}", args.env_id, args.exp_name, args.seed, start_unix);
     // Bad input: one line naming the problem, exit code 2, nothing written.
     let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
     let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| i == 0)).map_err(|e| e.to_string());
-    let env_fns = check_args(&args).and_then(|()| (0..args.num_envs).map(make).collect());
+    let env_fns = check_args(&args).and_then(|()| (0..args.num_envs).map(make).collect::<Result<Vec<_>, _>>());
     let env_fns: Vec<Box<dyn Env<Obs = u8>>> = env_fns.unwrap_or_else(|e| fail(2, e));
-    let batch_size = args.num_envs * args.num_steps;
+    let (num_envs, num_steps) = (args.num_envs, args.num_steps);
+    let batch_size = num_envs * num_steps;
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
 
     // seeding
     tch::manual_seed(args.seed as i64);
-    tch::set_num_threads(args.torch_threads);
+    tch::set_num_threads(args.torch_threads as i32);
     tch::Cuda::cudnn_set_benchmark(!args.torch_deterministic);
     let device = if args.cuda { Device::cuda_if_available() } else { Device::Cpu };
+    if args.cuda && device == Device::Cpu {
+        eprintln!("note: no CUDA device found, running on the CPU");
+    }
 
-    // env setup: Core 1: vectorized architecture
+    // env setup. Core 1: vectorized architecture
     let mut envs = VecEnv::new(env_fns).with_threads(args.env_threads);
     let (obs_dim, n_actions) = match (envs.single_observation_space(), envs.single_action_space()) {
         (Space::Box { shape, .. }, Space::Discrete(n)) if shape == [4, 84, 84] => (4 * 84 * 84, n as i64),
-        (o, a) => fail(2, format!("ppo_atari needs 4x84x84 frames and a Discrete action space, {} has {o:?} and {a:?}", args.env_id)),
+        (o, a) => fail(2, format!("{} has {o} observations and {a} actions; ppo_atari needs 4x84x84 frames and Discrete", args.env_id)),
     };
     let vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), n_actions);
@@ -212,18 +236,18 @@ fn main() {
     let mut log = RunLog::create(&run_dir, &args, (num_iterations * batch_size) as u64)
         .unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
 
-    // storage: each step's tensors stay on the device and are joined after the rollout;
-    // rewards and dones are made and used on the host (env, GAE), so they stay there
-    let (n, ne) = (args.num_envs as i64, args.num_envs);
-    let mut rewards = vec![0f32; batch_size];
-    let mut dones = vec![0f32; batch_size];
+    // storage: the tensors of each step stay on the device and are joined after the rollout;
+    // rewards, dones and values are used on the host (env, GAE), one row per step
+    let mut rewards = vec![vec![0f32; num_envs]; num_steps];
+    let mut dones = vec![vec![0f32; num_envs]; num_steps];
+    let mut values = vec![vec![0f32; num_envs]; num_steps];
 
     // start the game
     let mut global_step = 0u64;
     let start_time = Instant::now();
     envs.reset(Some(args.seed));
-    let mut next_done = vec![0f32; ne];
-    let mut action_buf = vec![0i64; ne];
+    let mut next_done = vec![0f32; num_envs];
+    let mut action_buf = vec![0i64; num_envs];
 
     for iteration in 1..=num_iterations {
         let (collect_start, mut env_seconds) = (Instant::now(), 0.0);
@@ -231,89 +255,83 @@ fn main() {
         let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / num_iterations as f64 } else { 1.0 };
         let lr = frac * args.learning_rate;
 
-        let (mut obs, mut actions, mut logprobs, mut values) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for step in 0..args.num_steps {
-            global_step += ne as u64;
-            let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
-            dones[step * ne..(step + 1) * ne].copy_from_slice(&next_done);
+        let (mut obs, mut actions, mut logprobs) = (Vec::new(), Vec::new(), Vec::new());
+        for step in 0..num_steps {
+            global_step += num_envs as u64;
+            let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
+            dones[step].copy_from_slice(&next_done);
             let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
-            action.to_device(Device::Cpu).copy_data(&mut action_buf, ne);
+            value.to_device(Device::Cpu).copy_data(&mut values[step], num_envs);
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
             obs.push(next_obs);
             actions.push(action);
             logprobs.push(logprob);
-            values.push(value.view([n]));
 
             let env_start = Instant::now();
             envs.step(Action::Discrete(&action_buf));
             env_seconds += env_start.elapsed().as_secs_f64();
-            rewards[step * ne..(step + 1) * ne].copy_from_slice(&envs.rewards);
+            rewards[step].copy_from_slice(&envs.rewards);
             // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
-            for (d, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
-                *d = (*term || *trunc) as u8 as f32;
+            for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
+                *done = (*term || *trunc) as u8 as f32;
             }
             for ep in &envs.finished {
                 log.episode(global_step, ep.r, ep.l);
             }
         }
 
-        // the flattened batch, step-major (row step * num_envs + env), as CleanRL reshapes it
-        let (b_obs, b_actions) = (Tensor::cat(&obs, 0), Tensor::cat(&actions, 0));
-        let (b_logprobs, b_values) = (Tensor::cat(&logprobs, 0), Tensor::cat(&values, 0));
-        let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
-        let next_value = tch::no_grad(|| agent.get_value(&next_obs)).view([-1]);
-
-        // Core 5: GAE, as a plain loop over host copies
-        let host = |x: &Tensor| Vec::<f32>::try_from(x.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e));
-        let (v, nv) = (host(&b_values), host(&next_value));
-        let mut adv = vec![0f32; batch_size];
-        let (gamma, lambda) = (args.gamma as f32, args.gae_lambda as f32);
-        for e in 0..ne {
-            let mut lastgaelam = 0f32;
-            for s in (0..args.num_steps).rev() {
-                let i = s * ne + e;
-                // bootstrap from the next value unless the episode ended before the next step
+        // bootstrap value if not done
+        let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
+        let mut next_value = vec![0f32; num_envs];
+        tch::no_grad(|| agent.get_value(&next_obs)).to_device(Device::Cpu).copy_data(&mut next_value, num_envs);
+        // Core 5: GAE, as a plain loop on the host
+        let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
+        let mut advantages = vec![vec![0f32; num_envs]; num_steps];
+        let mut lastgaelam = vec![0f32; num_envs];
+        for t in (0..num_steps).rev() {
+            for e in 0..num_envs {
                 let (nextnonterminal, nextvalues) =
-                    if s == args.num_steps - 1 { (1.0 - next_done[e], nv[e]) } else { (1.0 - dones[i + ne], v[i + ne]) };
-                let delta = rewards[i] + gamma * nextvalues * nextnonterminal - v[i];
-                lastgaelam = delta + gamma * lambda * nextnonterminal * lastgaelam;
-                adv[i] = lastgaelam;
+                    if t == num_steps - 1 { (1.0 - next_done[e], next_value[e]) } else { (1.0 - dones[t + 1][e], values[t + 1][e]) };
+                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values[t][e];
+                lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
+                advantages[t][e] = lastgaelam[e];
             }
         }
-        let ret: Vec<f32> = adv.iter().zip(&v).map(|(a, v)| a + v).collect();
-        let b_advantages = Tensor::from_slice(&adv).to_device(device);
-        let b_returns = Tensor::from_slice(&ret).to_device(device);
+
+        // flatten the batch: row step * num_envs + env, as CleanRL's reshape
+        let (b_obs, b_actions, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&actions, 0), Tensor::cat(&logprobs, 0));
+        let (b_advantages, b_values) = (advantages.concat(), values.concat());
+        let b_returns: Vec<f32> = b_advantages.iter().zip(&b_values).map(|(a, v)| a + v).collect();
+        let to_device = |x: &[f32]| Tensor::from_slice(x).to_device(device);
+        let (b_advantages_t, b_returns_t, b_values_t) = (to_device(&b_advantages), to_device(&b_returns), to_device(&b_values));
         let collection_seconds = collect_start.elapsed().as_secs_f64();
 
         // Optimizing the policy and value network
         let learn_start = Instant::now();
         let mut clipfracs = Vec::new();
-        let mut first_mb = (Tensor::from(0f32), Tensor::from(0f32));
-        let mut last = None;
+        let (mut first_minibatch, mut last) = (None, None);
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch
             let b_inds = Tensor::randperm(batch_size as i64, (Kind::Int64, device));
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
-                let mb_obs = b_obs.index_select(0, &mb_inds);
-                let mb_actions = b_actions.index_select(0, &mb_inds);
+                let (mb_obs, mb_actions) = (b_obs.index_select(0, &mb_inds), b_actions.index_select(0, &mb_inds));
                 let (_, newlogprob, entropy, newvalue) = agent.get_action_and_value(&mb_obs, Some(&mb_actions));
                 let logratio = &newlogprob - b_logprobs.index_select(0, &mb_inds);
                 let ratio = logratio.exp();
 
                 // Core 12: debug variables
                 let (old_approx_kl, approx_kl, clipfrac) = tch::no_grad(|| {
-                    let old_approx_kl = (-&logratio).mean(Kind::Float);
-                    let approx_kl = ((&ratio - 1.0) - &logratio).mean(Kind::Float);
                     let clipfrac = (&ratio - 1.0).abs().gt(args.clip_coef).to_kind(Kind::Float).mean(Kind::Float);
                     if epoch == 0 && start == 0 {
                         // the policy has not moved yet: the ratio must be exactly 1 here
-                        first_mb = ((&ratio - 1.0).abs().max(), clipfrac.shallow_clone());
+                        first_minibatch = Some(((&ratio - 1.0).abs().max(), clipfrac.shallow_clone()));
                     }
-                    (old_approx_kl, approx_kl, clipfrac)
+                    ((-&logratio).mean(Kind::Float), ((&ratio - 1.0) - &logratio).mean(Kind::Float), clipfrac)
                 });
                 clipfracs.push(clipfrac);
 
-                let mut mb_advantages = b_advantages.index_select(0, &mb_inds);
+                let mut mb_advantages = b_advantages_t.index_select(0, &mb_inds);
                 if args.norm_adv {
                     // Core 7: per-minibatch advantage normalization
                     mb_advantages = (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
@@ -325,10 +343,10 @@ fn main() {
                 let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
 
                 let newvalue = newvalue.view([-1]);
-                let mb_returns = b_returns.index_select(0, &mb_inds);
+                let mb_returns = b_returns_t.index_select(0, &mb_inds);
                 let v_loss = if args.clip_vloss {
                     // Core 9: value-function loss clipping
-                    let mb_values = b_values.index_select(0, &mb_inds);
+                    let mb_values = b_values_t.index_select(0, &mb_inds);
                     let v_loss_unclipped = (&newvalue - &mb_returns).square();
                     let v_clipped = &mb_values + (&newvalue - &mb_values).clamp(-args.clip_coef, args.clip_coef);
                     let v_loss_clipped = (v_clipped - &mb_returns).square();
@@ -343,46 +361,46 @@ fn main() {
 
                 optimizer.zero_grad();
                 loss.backward();
-                let grad_norm = optimizer.clip_and_step(lr, args.max_grad_norm);
-                last = Some((pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss));
+                // Core 11: global gradient-norm clipping
+                let grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
+                optimizer.step(lr);
+                last = Some(LastMinibatch { pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss });
             }
             // Aux 3: early stopping once the KL of the last minibatch passes the target
-            if let (Some(target), Some(l)) = (args.target_kl, &last) {
-                if f64::try_from(&l.4).unwrap_or(f64::NAN) > target {
+            if let (Some(target_kl), Some(last)) = (args.target_kl, &last) {
+                if last.approx_kl.double_value(&[]) > target_kl {
                     break;
                 }
             }
         }
-        let Some((pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss)) = last else {
-            unreachable!("at least one minibatch")
-        };
+        let last = last.expect("at least one minibatch");
+        let (first_mb_ratio_dev, first_mb_clipfrac) = first_minibatch.expect("epoch 0 has a first minibatch");
 
-        // Core 12: debug variables, logged under CleanRL's names, plus our debug and timing columns
-        let scalar = |x: &Tensor| f64::try_from(x).unwrap_or(f64::NAN);
+        // Core 12: CleanRL's metrics by its names, then our debug and timing columns
         let sps = (global_step as f64 / start_time.elapsed().as_secs_f64()).floor();
         let row = [
             ("iteration", iteration as f64),
             ("global_step", global_step as f64),
             ("charts/learning_rate", lr),
-            ("losses/value_loss", scalar(&v_loss)),
-            ("losses/policy_loss", scalar(&pg_loss)),
-            ("losses/entropy", scalar(&entropy_loss)),
-            ("losses/old_approx_kl", scalar(&old_approx_kl)),
-            ("losses/approx_kl", scalar(&approx_kl)),
-            ("losses/clipfrac", scalar(&Tensor::stack(&clipfracs, 0).mean(Kind::Float))),
-            ("losses/explained_variance", explained_variance(&v, &ret)),
+            ("losses/value_loss", last.v_loss.double_value(&[])),
+            ("losses/policy_loss", last.pg_loss.double_value(&[])),
+            ("losses/entropy", last.entropy_loss.double_value(&[])),
+            ("losses/old_approx_kl", last.old_approx_kl.double_value(&[])),
+            ("losses/approx_kl", last.approx_kl.double_value(&[])),
+            ("losses/clipfrac", Tensor::stack(&clipfracs, 0).mean(Kind::Float).double_value(&[])),
+            ("losses/explained_variance", explained_variance(&b_values, &b_returns)),
             ("charts/SPS", sps),
-            ("debug/first_mb_max_ratio_dev", scalar(&first_mb.0)),
-            ("debug/first_mb_clipfrac", scalar(&first_mb.1)),
-            ("debug/unclipped_grad_norm", scalar(&grad_norm)),
+            ("debug/first_mb_max_ratio_dev", first_mb_ratio_dev.double_value(&[])),
+            ("debug/first_mb_clipfrac", first_mb_clipfrac.double_value(&[])),
+            ("debug/unclipped_grad_norm", last.grad_norm.double_value(&[])),
             ("timing/collection_seconds", collection_seconds),
             ("timing/env_seconds", env_seconds),
             ("timing/learning_seconds", learn_start.elapsed().as_secs_f64()),
         ];
-        log.update(&row, num_iterations).unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
-        if !scalar(&loss).is_finite() {
-            let dir = run_dir.display();
-            fail(1, format!("the loss became non-finite at update {iteration}; metrics so far are in {dir}; try a lower --learning-rate"));
+        log.update(&row, num_iterations);
+        if !last.loss.double_value(&[]).is_finite() {
+            let (pg, v, ent) = (row[4].1, row[3].1, row[5].1);
+            log.fail(format!("the loss became non-finite at update {iteration} (policy loss {pg}, value loss {v}, entropy {ent})"));
         }
     }
 
@@ -400,16 +418,28 @@ fn main() {
     }
 }
 
-/// 1 - Var[returns - values] / Var[returns] (population variances; NaN when returns are constant).
+/// The last minibatch's losses and statistics: CleanRL logs those of the last one.
+struct LastMinibatch {
+    pg_loss: Tensor,
+    v_loss: Tensor,
+    entropy_loss: Tensor,
+    old_approx_kl: Tensor,
+    approx_kl: Tensor,
+    grad_norm: Tensor,
+    loss: Tensor,
+}
+
+/// 1 - Var[y_true - y_pred] / Var[y_true] (population variances), NaN when Var[y_true] is 0 (numpy's, as CleanRL).
 fn explained_variance(y_pred: &[f32], y_true: &[f32]) -> f64 {
-    let var = |xs: &mut dyn Iterator<Item = f64>| {
-        let xs: Vec<f64> = xs.collect();
+    let var = |xs: Vec<f64>| {
         let mean = xs.iter().sum::<f64>() / xs.len() as f64;
         xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64
     };
-    let var_y = var(&mut y_true.iter().map(|&y| y as f64));
-    1.0 - var(&mut y_true.iter().zip(y_pred).map(|(&y, &p)| (y - p) as f64)) / var_y
-    // 0/0 = NaN, as numpy
+    let var_y = var(y_true.iter().map(|&y| y as f64).collect());
+    if var_y == 0.0 {
+        return f64::NAN;
+    }
+    1.0 - var(y_true.iter().zip(y_pred).map(|(&y, &p)| (y - p) as f64).collect()) / var_y
 }
 
 /// Adam (torch.optim.Adam's update: betas 0.9 and 0.999, no weight decay) over all parameters
@@ -419,6 +449,7 @@ fn explained_variance(y_pred: &[f32], y_true: &[f32]) -> f64 {
 struct FlatAdam {
     params: Vec<Tensor>,
     flat: Tensor,
+    grad: Tensor,
     m: Tensor,
     v: Tensor,
     t: i32,
@@ -436,7 +467,7 @@ impl FlatAdam {
                 p.set_data(&flat.narrow(0, offset, numel).view(shape.as_slice()));
                 offset += numel;
             }
-            FlatAdam { m: flat.zeros_like(), v: flat.zeros_like(), flat, params, t: 0, eps }
+            FlatAdam { grad: flat.zeros_like(), m: flat.zeros_like(), v: flat.zeros_like(), flat, params, t: 0, eps }
         })
     }
 
@@ -446,22 +477,29 @@ impl FlatAdam {
         }
     }
 
-    /// Clips the gradients' global norm to `max_norm`, then takes one Adam step with learning
-    /// rate `lr`. Returns the norm before clipping, left on the device (no sync per minibatch).
-    fn clip_and_step(&mut self, lr: f64, max_norm: f64) -> Tensor {
+    /// Gathers the gradients into one vector and scales it so that its norm is at most
+    /// `max_norm`; returns the norm before, left on the device (no sync per minibatch).
+    fn clip_grad_norm(&mut self, max_norm: f64) -> Tensor {
         tch::no_grad(|| {
             let grad = Tensor::cat(&self.params.iter().map(|p| p.grad().view([-1])).collect::<Vec<_>>(), 0);
-            // Core 11: global gradient-norm clipping
             let norm = grad.norm();
-            let grad = grad * (max_norm / (&norm + 1e-6)).clamp_max(1.0);
-            let (beta1, beta2) = (0.9f64, 0.999f64);
-            self.t += 1;
-            let _ = self.m.lerp_(&grad, 1.0 - beta1); // m = beta1 m + (1 - beta1) g
-            let _ = self.v.lerp_(&grad.square(), 1.0 - beta2); // v = beta2 v + (1 - beta2) g^2
-            let (bias_correction1, bias_correction2) = (1.0 - beta1.powi(self.t), 1.0 - beta2.powi(self.t));
+            self.grad = grad * (max_norm / (&norm + 1e-6)).clamp_max(1.0);
+            norm
+        })
+    }
+
+    /// One Adam step: m and v are running means of g and g², and each parameter moves by
+    /// lr * m_hat / (sqrt(v_hat) + eps), with the bias-corrected m_hat = m / (1 - beta1^t)
+    /// and v_hat = v / (1 - beta2^t).
+    fn step(&mut self, lr: f64) {
+        let (beta1, beta2) = (0.9f64, 0.999f64);
+        self.t += 1;
+        let (bias_correction1, bias_correction2) = (1.0 - beta1.powi(self.t), 1.0 - beta2.powi(self.t));
+        tch::no_grad(|| {
+            let _ = self.m.lerp_(&self.grad, 1.0 - beta1); // m = beta1 m + (1 - beta1) g
+            let _ = self.v.lerp_(&self.grad.square(), 1.0 - beta2); // v = beta2 v + (1 - beta2) g^2
             let denom = self.v.sqrt() / bias_correction2.sqrt() + self.eps;
             let _ = self.flat.g_sub_(&(&self.m / denom * (lr / bias_correction1)));
-            norm
         })
     }
 }
@@ -492,7 +530,7 @@ fn evaluate(
     Ok(returns)
 }
 
-// ---- logging: CSV files in the run directory, flushed every update; progress on the console ----
+// ---- logging: CSV files and TensorBoard events in the run directory, flushed every update ----
 
 struct RunLog {
     dir: std::path::PathBuf,
@@ -500,6 +538,8 @@ struct RunLog {
     updates: csv::Writer<std::fs::File>,
     rows: usize,
     recent: std::collections::VecDeque<f64>,
+    /// TensorBoard events with the CSVs' tags and steps (`tensorboard --logdir runs`)
+    tb: tboard::EventWriter<std::fs::File>,
     /// a progress bar on a terminal; a plain line every 2% of the run otherwise
     bar: Option<ProgressBar>,
 }
@@ -511,16 +551,19 @@ impl RunLog {
         let mut episodes = csv::Writer::from_path(dir.join("episodes.csv"))?;
         episodes.write_record(["global_step", "charts/episodic_return", "charts/episodic_length"])?;
         let updates = csv::Writer::from_path(dir.join("updates.csv"))?;
+        let tb = tboard::EventWriter::create(dir).map_err(std::io::Error::other)?;
         let bar = std::io::stderr().is_terminal().then(|| {
             let style = ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} steps {msg}").expect("valid template");
             ProgressBar::new(total_steps).with_style(style)
         });
-        Ok(RunLog { dir: dir.to_path_buf(), episodes, updates, rows: 0, recent: Default::default(), bar })
+        Ok(RunLog { dir: dir.to_path_buf(), episodes, updates, rows: 0, recent: Default::default(), tb, bar })
     }
 
     fn episode(&mut self, global_step: u64, r: f64, l: u64) {
         // a failed write surfaces at the next update's flush
         let _ = self.episodes.write_record(&[global_step.to_string(), r.to_string(), l.to_string()]);
+        let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_return", r as f32);
+        let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_length", l as f32);
         self.recent.push_back(r);
         if self.recent.len() > 20 {
             self.recent.pop_front();
@@ -528,14 +571,11 @@ impl RunLog {
     }
 
     /// Appends one row of (column, value) pairs (the header first), flushes, shows progress.
-    fn update(&mut self, row: &[(&str, f64)], num_iterations: usize) -> std::io::Result<()> {
-        if self.rows == 0 {
-            self.updates.write_record(row.iter().map(|(name, _)| name))?;
+    fn update(&mut self, row: &[(&str, f64)], num_iterations: usize) {
+        if let Err(e) = self.write(row) {
+            self.fail(format!("cannot write {}: {e}", self.dir.display()));
         }
-        self.updates.write_record(row.iter().map(|(_, value)| value.to_string()))?;
         self.rows += 1;
-        self.updates.flush()?;
-        self.episodes.flush()?;
         let get = |name: &str| row.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
         let mean = self.recent.iter().sum::<f64>() / self.recent.len() as f64; // NaN before any episode
         let msg = format!("SPS {}, return (last 20) {mean:.1}", get("charts/SPS"));
@@ -549,7 +589,20 @@ impl RunLog {
             }
             None => {}
         }
-        Ok(())
+    }
+
+    fn write(&mut self, row: &[(&str, f64)]) -> std::io::Result<()> {
+        if self.rows == 0 {
+            self.updates.write_record(row.iter().map(|(name, _)| name))?;
+        }
+        self.updates.write_record(row.iter().map(|(_, value)| value.to_string()))?;
+        let step = row.iter().find(|(name, _)| *name == "global_step").map_or(0, |(_, v)| *v as i64);
+        for (tag, value) in row.iter().filter(|(name, _)| name.contains('/')) {
+            // TensorBoard keeps f32, as CleanRL's SummaryWriter does
+            self.tb.write_scalar(step, tag, *value as f32).map_err(std::io::Error::other)?;
+        }
+        self.updates.flush()?;
+        self.episodes.flush()
     }
 
     fn eval(&mut self, returns: &[f64]) -> std::io::Result<()> {
@@ -560,10 +613,85 @@ impl RunLog {
         }
         w.flush()
     }
+
+    /// Ends the progress bar where it stands, then fails with exit code 1 (metrics so far are kept).
+    fn fail(&self, msg: String) -> ! {
+        if let Some(bar) = &self.bar {
+            bar.abandon();
+        }
+        fail(1, format!("{msg}; the metrics so far are in {}", self.dir.display()))
+    }
+}
+
+/// `Args::parse()` with CleanRL's booleans (`--cuda` alone means true, `--cuda false` turns it
+/// off) and every error in one line with exit code 2.
+fn parse_args() -> Args {
+    let optional_value = |arg: clap::Arg| match arg.get_action() {
+        ArgAction::SetTrue => {
+            let default = arg.get_default_values().first().cloned().unwrap_or_else(|| "false".into());
+            arg.action(ArgAction::Set).num_args(0..=1).default_missing_value("true").default_value(default).value_name("BOOL")
+        }
+        _ => arg,
+    };
+    let matches = Args::command().args_override_self(true).mut_args(optional_value).try_get_matches();
+    matches.and_then(|m| Args::from_arg_matches(&m)).unwrap_or_else(|e| match e.kind() {
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
+        // clap's first paragraph (the error and the allowed values), without its usage lines
+        _ => fail(2, e.to_string().split("\n\n").next().unwrap_or_default().trim_start_matches("error: ").replace("\n  ", " ")),
+    })
+}
+
+// value parsers: the range in which each numeric flag can work
+
+fn at_least_one(s: &str) -> Result<usize, String> {
+    s.parse().map_err(|e| format!("{e}")).and_then(|n| if n >= 1 { Ok(n) } else { Err("must be at least 1".into()) })
+}
+
+fn float_where(s: &str, ok: fn(f64) -> bool, range: &str) -> Result<f64, String> {
+    s.parse().map_err(|e| format!("{e}")).and_then(|x| if ok(x) { Ok(x) } else { Err(format!("must be {range}")) })
+}
+
+fn positive(s: &str) -> Result<f64, String> {
+    float_where(s, |x| x > 0.0 && x.is_finite(), "finite and > 0")
+}
+
+fn kl_target(s: &str) -> Result<f64, String> {
+    float_where(s, |x| x >= 0.0, ">= 0 (inf: never stop)")
+}
+
+fn finite(s: &str) -> Result<f64, String> {
+    float_where(s, f64::is_finite, "finite")
+}
+
+fn unit_interval(s: &str) -> Result<f64, String> {
+    float_where(s, |x| (0.0..=1.0).contains(&x), "in [0, 1]")
+}
+
+/// `--exp-name` names a directory inside runs/, so it is a plain name.
+fn plain_name(s: &str) -> Result<String, String> {
+    let plain = !s.is_empty() && !s.contains(['/', '\\']) && !s.contains("..");
+    if plain {
+        Ok(s.to_string())
+    } else {
+        Err("must be a plain name, without '/', '\\' or '..'".into())
+    }
 }
 
 /// Prints one line and exits: 2 for bad input, 1 for failures while running.
 fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
     eprintln!("error: {msg}");
     std::process::exit(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::explained_variance;
+
+    #[test]
+    fn explained_variance_is_nan_for_constant_returns_as_numpy() {
+        assert!(explained_variance(&[1.0, 2.0], &[3.0, 3.0]).is_nan(), "values vary, returns constant");
+        assert!(explained_variance(&[3.0, 3.0], &[3.0, 3.0]).is_nan(), "both constant");
+        assert_eq!(explained_variance(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]), 1.0);
+        assert_eq!(explained_variance(&[0.0, 0.0], &[1.0, 3.0]), 0.0);
+    }
 }

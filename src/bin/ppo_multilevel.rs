@@ -13,12 +13,13 @@
 //!   5. the MLMC loss: main and sync minibatches with identical indices, one optimizer step
 //!   6. the paper's network: a shared tanh trunk, log std initialized to −2.9
 //!
-//! Run: `cargo run --release --bin ppo_multilevel -- --levels 32,64,128 --level-steps 80,10,5 --level-minibatch-size 400,50,25`
+//! Run: `cargo run --release --bin ppo_multilevel -- --levels 32,64,128 --level-steps 80,10,5`
 //! Writes `runs/<env-id>__<exp-name>__<seed>__<unix-time>/`: args.json, episodes.csv (the finest
-//! level's episodes: their return is the recovery factor) and updates.csv (CleanRL's metric
-//! names, plus ratio and KL columns per level for main and sync batches, and timing columns).
+//! level's episodes: their return is the recovery factor) and updates.csv (CleanRL's metric names,
+//! plus ratio and KL columns per level for main and sync batches), TensorBoard events, and with
+//! `--save-model` the weights and eval.csv.
 
-use clap::{ArgAction, Parser};
+use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -26,103 +27,120 @@ use std::time::Instant;
 use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
-#[rustfmt::skip]
+/// Each numeric flag's range is checked by its value parser (see the end of the file).
 #[derive(Parser, Debug, serde::Serialize)]
 #[command(about = "Multilevel PPO on the ressim waterflooding env (Dixit & Elsheikh), after ppo_continuous", allow_negative_numbers = true)]
 struct Args {
     /// the name of this experiment (part of the run directory's name)
-    #[arg(long, default_value = "ppo_multilevel")] exp_name: String,
+    #[arg(long, default_value = env!("CARGO_BIN_NAME"), value_parser = plain_name)]
+    exp_name: String,
     /// seed of the experiment (envs get seed + i, torch gets seed)
-    #[arg(long, default_value_t = 1)] seed: u64,
-    /// ask libtorch for deterministic algorithms (`--torch-deterministic false` to allow others)
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] torch_deterministic: bool,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// turn cuDNN's autotuner off (tch offers no switch for deterministic algorithms; CPU runs are deterministic)
+    #[arg(long, default_value_t = true)]
+    torch_deterministic: bool,
     /// use CUDA when a GPU is present (`--cuda false` for the CPU)
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] cuda: bool,
-    /// libtorch intra-op threads (1 is fastest for these small networks on CPU)
-    #[arg(long, default_value_t = 1)] torch_threads: i32,
-    /// threads stepping the envs (default: one per core; results do not depend on it)
-    #[arg(long, default_value_t = std::thread::available_parallelism().map_or(1, |n| n.get()))] env_threads: usize,
+    #[arg(long, default_value_t = true)]
+    cuda: bool,
+    /// libtorch intra-op threads (1 is fastest for small networks, every core for a CNN)
+    #[arg(long, default_value_t = 1, value_parser = at_least_one)]
+    torch_threads: usize,
+    /// threads stepping the envs (results do not depend on it)
+    #[arg(long, default_value_t = std::thread::available_parallelism().map_or(1, |n| n.get()), value_parser = at_least_one)]
+    env_threads: usize,
     /// save the weights to the run directory, then evaluate them for 10 episodes on the finest level
-    #[arg(long)] save_model: bool,
+    #[arg(long, default_value_t = false)]
+    save_model: bool,
     /// the reservoir configuration (ResSim-v1: the paper's 128x128; ResSim-case1: the reference's 61x61 test case)
-    #[arg(long, default_value = "ResSim-v1")] env_id: String,
+    #[arg(long, default_value = "ResSim-v1")]
+    env_id: String,
     /// Multilevel 1: grid size (cells per side) of each level, coarse to fine
-    #[arg(long, value_delimiter = ',', default_value = "32,64,128")] levels: Vec<usize>,
+    #[arg(long, value_delimiter = ',', default_value = "32,64,128", value_parser = at_least_one)]
+    levels: Vec<usize>,
     /// Multilevel 1: steps per env and iteration on each level (T^l)
-    #[arg(long, value_delimiter = ',', default_value = "80,10,5")] level_steps: Vec<usize>,
+    #[arg(long, value_delimiter = ',', default_value = "80,10,5", value_parser = at_least_one)]
+    level_steps: Vec<usize>,
     /// Multilevel 1: minibatch size on each level (M^l); N T^l / M^l must be the same on all levels
-    #[arg(long, value_delimiter = ',', default_value = "400,50,25")] level_minibatch_size: Vec<usize>,
+    #[arg(long, value_delimiter = ',', default_value = "400,50,25", value_parser = at_least_one)]
+    level_minibatch_size: Vec<usize>,
     /// the number of iterations (rollouts on every level, then the update)
-    #[arg(long, default_value_t = 300)] num_iterations: usize,
+    #[arg(long, default_value_t = 300, value_parser = at_least_one)]
+    num_iterations: usize,
     /// the learning rate of the optimizer
-    #[arg(long, default_value_t = 1e-5)] learning_rate: f64,
+    #[arg(long, default_value_t = 1e-5, value_parser = positive)]
+    learning_rate: f64,
     /// the number of parallel envs on every level (N)
-    #[arg(long, default_value_t = 50)] num_envs: usize,
+    #[arg(long, default_value_t = 50, value_parser = at_least_one)]
+    num_envs: usize,
     /// anneal the learning rate linearly to 0 over the run
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] anneal_lr: bool,
+    #[arg(long, default_value_t = true)]
+    anneal_lr: bool,
     /// the discount factor gamma
-    #[arg(long, default_value_t = 0.99)] gamma: f64,
+    #[arg(long, default_value_t = 0.99, value_parser = unit_interval)]
+    gamma: f64,
     /// the lambda for the general advantage estimation
-    #[arg(long, default_value_t = 0.95)] gae_lambda: f64,
+    #[arg(long, default_value_t = 0.95, value_parser = unit_interval)]
+    gae_lambda: f64,
     /// the K epochs to update the policy
-    #[arg(long, default_value_t = 20)] update_epochs: usize,
+    #[arg(long, default_value_t = 20, value_parser = at_least_one)]
+    update_epochs: usize,
     /// normalize the advantages per minibatch (main and sync batches separately)
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] norm_adv: bool,
+    #[arg(long, default_value_t = true)]
+    norm_adv: bool,
     /// the surrogate clipping coefficient
-    #[arg(long, default_value_t = 0.1)] clip_coef: f64,
+    #[arg(long, default_value_t = 0.1, value_parser = positive)]
+    clip_coef: f64,
     /// use a clipped loss for the value function (off: SB3's default, which the paper used)
-    #[arg(long, value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] clip_vloss: bool,
+    #[arg(long, default_value_t = false)]
+    clip_vloss: bool,
     /// coefficient of the entropy bonus
-    #[arg(long, default_value_t = 0.001)] ent_coef: f64,
+    #[arg(long, default_value_t = 0.001, value_parser = finite)]
+    ent_coef: f64,
     /// coefficient of the value loss ½(V − R)² (1.0 is SB3's 0.5 on its (V − R)², the paper's setting)
-    #[arg(long, default_value_t = 1.0)] vf_coef: f64,
+    #[arg(long, default_value_t = 1.0, value_parser = finite)]
+    vf_coef: f64,
     /// the maximum norm for the gradient clipping
-    #[arg(long, default_value_t = 0.5)] max_grad_norm: f64,
-    /// the target KL divergence threshold, checked on the finest level's main batches (off: 0)
-    #[arg(long, default_value_t = 0.05)] target_kl: f64,
+    #[arg(long, default_value_t = 0.5, value_parser = positive)]
+    max_grad_norm: f64,
+    /// the target KL divergence threshold, checked on the finest level's main batches (inf: off)
+    #[arg(long, default_value = "0.05", value_parser = kl_target)]
+    target_kl: Option<f64>,
     /// Multilevel 6: hidden layer sizes
-    #[arg(long, value_delimiter = ',', default_value = "150,100,80")] hidden_sizes: Vec<i64>,
+    #[arg(long, value_delimiter = ',', default_value = "150,100,80", value_parser = clap::value_parser!(i64).range(1..))]
+    hidden_sizes: Vec<i64>,
     /// Multilevel 6: one tanh trunk shared by policy and value (SB3's MlpPolicy); false: two separate MLPs
-    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] shared_trunk: bool,
+    #[arg(long, default_value_t = true)]
+    shared_trunk: bool,
     /// Multilevel 6: initial log standard deviation of the actions
-    #[arg(long, default_value_t = -2.9)] log_std_init: f64,
+    #[arg(long, default_value_t = -2.9, value_parser = finite)]
+    log_std_init: f64,
     /// ppo_continuous's observation and reward normalization (one level only: envs of different levels would keep different statistics)
-    #[arg(long, value_name = "BOOL", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)] normalize: bool,
+    #[arg(long, default_value_t = false)]
+    normalize: bool,
 }
 
-/// Rejects flag combinations that cannot run, before anything is written.
+/// The combinations of flags that cannot run (each flag's own range is checked by clap).
 fn check_args(a: &Args) -> Result<(), String> {
+    envs::check_id(env!("CARGO_BIN_NAME"), &a.env_id)?;
     let n_levels = a.levels.len();
-    if a.level_steps.len() != n_levels || a.level_minibatch_size.len() != n_levels {
-        return Err(format!("--levels, --level-steps and --level-minibatch-size need one value per level ({n_levels} levels)"));
-    }
-    if a.levels.windows(2).any(|w| w[0] >= w[1]) {
-        return Err(format!("--levels must go from coarse to fine (growing grid sizes), got {:?}", a.levels));
-    }
-    if a.num_envs == 0 || a.update_epochs == 0 || a.num_iterations == 0 || a.level_steps.contains(&0) || a.level_minibatch_size.contains(&0)
-    {
-        return Err("--num-envs, --num-iterations, --update-epochs, --level-steps and --level-minibatch-size must be positive".into());
-    }
     // Multilevel 1: one minibatch index drives every level, so all levels have as many minibatches
     let minibatches: Vec<String> =
         (0..n_levels).map(|l| format!("{}/{}", a.num_envs * a.level_steps[l], a.level_minibatch_size[l])).collect();
     let counts: Vec<usize> = (0..n_levels).map(|l| a.num_envs * a.level_steps[l] / a.level_minibatch_size[l]).collect();
-    if (0..n_levels).any(|l| !(a.num_envs * a.level_steps[l]).is_multiple_of(a.level_minibatch_size[l]) || counts[l] != counts[0]) {
-        return Err(format!("every level needs the same whole number of minibatches N T^l / M^l, got {}", minibatches.join(", ")));
+    if a.level_steps.len() != n_levels || a.level_minibatch_size.len() != n_levels {
+        Err(format!("--levels, --level-steps and --level-minibatch-size need one value per level ({n_levels} levels)"))
+    } else if a.levels.windows(2).any(|w| w[0] >= w[1]) {
+        Err(format!("--levels must go from coarse to fine (growing grid sizes), got {:?}", a.levels))
+    } else if (0..n_levels).any(|l| !(a.num_envs * a.level_steps[l]).is_multiple_of(a.level_minibatch_size[l]) || counts[l] != counts[0]) {
+        Err(format!("every level needs the same whole number of minibatches N T^l / M^l, got {}", minibatches.join(", ")))
+    } else if a.norm_adv && a.level_minibatch_size.contains(&1) {
+        Err("--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); raise --level-minibatch-size".into())
+    } else if a.normalize && n_levels > 1 {
+        Err("--normalize works with one level only (each env would keep its own statistics)".into())
+    } else {
+        Ok(())
     }
-    if a.normalize && n_levels > 1 {
-        return Err("--normalize works with one level only (each env would keep its own statistics)".into());
-    }
-    if a.hidden_sizes.is_empty() || a.hidden_sizes.iter().any(|&h| h < 1) {
-        return Err(format!("--hidden-sizes must be positive, got {:?}", a.hidden_sizes));
-    }
-    if a.learning_rate.is_nan() || a.learning_rate <= 0.0 {
-        return Err(format!("--learning-rate must be positive, got {}", a.learning_rate));
-    }
-    if a.torch_threads < 1 || a.env_threads < 1 {
-        return Err("--torch-threads and --env-threads must be at least 1".into());
-    }
-    Ok(())
 }
 
 /// `ppo_continuous`'s `make_env` on one level's grid. The reservoir's observations are already
@@ -180,7 +198,8 @@ fn mlp(p: &nn::Path, sizes: &[i64], out: Option<(i64, f64)>) -> nn::Sequential {
     }
 }
 
-// Core 13 / Continuous 4: separate policy and value MLPs, or Multilevel 6: a shared trunk
+// Core 13: separate policy and value networks
+// Continuous 4: separate policy and value MLPs, or Multilevel 6: a shared trunk
 struct Agent {
     trunk: nn::Sequential,
     critic: nn::Sequential,
@@ -229,127 +248,38 @@ impl Agent {
     }
 }
 
-/// One level's rollout, flattened step-major (row step * num_envs + env), with its GAE results.
-struct Batch {
-    obs: Tensor,
-    actions: Tensor,
-    logprobs: Tensor,
-    values: Tensor,
-    advantages: Tensor,
-    returns: Tensor,
-}
-
-/// Core 5: GAE, as a plain loop over host copies; `dones[i]` says the episode ended before row
-/// i, `next_done`/`next_values` describe the step after the last row.
-fn gae(args: &Args, rewards: &[f32], dones: &[f32], values: &[f32], next_done: &[f32], next_values: &[f32]) -> Vec<f32> {
-    let (ne, num_steps) = (args.num_envs, rewards.len() / args.num_envs);
-    let mut adv = vec![0f32; rewards.len()];
-    let (gamma, lambda) = (args.gamma as f32, args.gae_lambda as f32);
-    for e in 0..ne {
-        let mut lastgaelam = 0f32;
-        for s in (0..num_steps).rev() {
-            let i = s * ne + e;
-            // bootstrap from the next value unless the episode ended before the next step
-            let (nextnonterminal, nextvalues) =
-                if s == num_steps - 1 { (1.0 - next_done[e], next_values[e]) } else { (1.0 - dones[i + ne], values[i + ne]) };
-            let delta = rewards[i] + gamma * nextvalues * nextnonterminal - values[i];
-            lastgaelam = delta + gamma * lambda * nextnonterminal * lastgaelam;
-            adv[i] = lastgaelam;
-        }
-    }
-    adv
-}
-
-/// The losses of one minibatch (rows `mb_inds` of `b`) and their debug values.
-struct MinibatchLoss {
-    loss: Tensor,
-    pg_loss: Tensor,
-    v_loss: Tensor,
-    entropy_loss: Tensor,
-    old_approx_kl: Tensor,
-    approx_kl: Tensor,
-    clipfrac: Tensor,
-    max_ratio_dev: Tensor,
-}
-
-fn minibatch_loss(agent: &Agent, args: &Args, b: &Batch, mb_inds: &Tensor) -> MinibatchLoss {
-    let mb_obs = b.obs.index_select(0, mb_inds);
-    let mb_actions = b.actions.index_select(0, mb_inds);
-    let (_, newlogprob, entropy, newvalue) = agent.get_action_and_value(&mb_obs, Some(&mb_actions));
-    let logratio = &newlogprob - b.logprobs.index_select(0, mb_inds);
-    let ratio = logratio.exp();
-
-    // Core 12: debug variables
-    let (old_approx_kl, approx_kl, clipfrac, max_ratio_dev) = tch::no_grad(|| {
-        let old_approx_kl = (-&logratio).mean(Kind::Float);
-        let approx_kl = ((&ratio - 1.0) - &logratio).mean(Kind::Float);
-        let clipfrac = (&ratio - 1.0).abs().gt(args.clip_coef).to_kind(Kind::Float).mean(Kind::Float);
-        (old_approx_kl, approx_kl, clipfrac, (&ratio - 1.0).abs().max())
-    });
-
-    let mut mb_advantages = b.advantages.index_select(0, mb_inds);
-    if args.norm_adv {
-        // Core 7: per-minibatch advantage normalization
-        mb_advantages = (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
-    }
-
-    // Core 8: clipped surrogate objective
-    let pg_loss1 = -&mb_advantages * &ratio;
-    let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - args.clip_coef, 1.0 + args.clip_coef);
-    let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
-
-    let newvalue = newvalue.view([-1]);
-    let mb_returns = b.returns.index_select(0, mb_inds);
-    let v_loss = if args.clip_vloss {
-        // Core 9: value-function loss clipping
-        let mb_values = b.values.index_select(0, mb_inds);
-        let v_loss_unclipped = (&newvalue - &mb_returns).square();
-        let v_clipped = &mb_values + (&newvalue - &mb_values).clamp(-args.clip_coef, args.clip_coef);
-        let v_loss_clipped = (v_clipped - &mb_returns).square();
-        0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
-    } else {
-        0.5 * (&newvalue - &mb_returns).square().mean(Kind::Float)
-    };
-
-    // Core 10: one loss with an entropy bonus
-    let entropy_loss = entropy.mean(Kind::Float);
-    let loss: Tensor = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
-    MinibatchLoss { loss, pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, clipfrac, max_ratio_dev }
-}
-
 fn main() {
-    let args = Args::parse();
+    let args = parse_args();
     let start_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let run_name = format!("{}__{}__{}__{}", args.env_id, args.exp_name, args.seed, start_unix);
     // Bad input: one line naming the problem, exit code 2, nothing written.
     check_args(&args).unwrap_or_else(|e| fail(2, e));
-    let n_levels = args.levels.len();
     // Multilevel 2: per level its own envs; for l > 0 also envs on level l−1 for the sync samples
-    let make_vec = |nx: usize| -> Result<(VecEnv<f32>, Vec<Option<envs::ObsStats>>), String> {
-        let (env_fns, stats): (Vec<_>, Vec<_>) = (0..args.num_envs)
-            .map(|_| make_env(&args, nx, None))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .unzip();
-        Ok((VecEnv::new(env_fns).with_threads(args.env_threads), stats))
+    let make = |nx: usize| -> Result<(VecEnv<f32>, Option<envs::ObsStats>), String> {
+        let env_fns = (0..args.num_envs).map(|_| make_env(&args, nx, None)).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+        let (env_fns, obs_stats): (Vec<_>, Vec<_>) = env_fns.into_iter().unzip();
+        Ok((VecEnv::new(env_fns).with_threads(args.env_threads), obs_stats.into_iter().next().flatten()))
     };
-    let made: Result<Vec<_>, String> = (0..n_levels).map(|l| make_vec(args.levels[l])).collect();
-    let (mut level_envs, mut obs_stats): (Vec<VecEnv<f32>>, Vec<_>) = made.unwrap_or_else(|e| fail(2, e)).into_iter().unzip();
-    let mut sync_envs: Vec<VecEnv<f32>> = (1..n_levels).map(|l| make_vec(args.levels[l - 1]).unwrap_or_else(|e| fail(2, e)).0).collect();
-    let obs_stats = obs_stats.pop().expect("a level");
-    let steps_per_iteration: usize = args.level_steps.iter().map(|t| t * args.num_envs).sum();
+    let (num_envs, n_levels) = (args.num_envs, args.levels.len());
+    let level_envs: Result<Vec<_>, String> = args.levels.iter().map(|&nx| make(nx)).collect();
+    let (mut level_envs, obs_stats): (Vec<_>, Vec<_>) = level_envs.unwrap_or_else(|e| fail(2, e)).into_iter().unzip();
+    let mut sync_envs: Vec<_> = args.levels[..n_levels - 1].iter().map(|&nx| make(nx).unwrap_or_else(|e| fail(2, e)).0).collect();
+    let num_minibatches = num_envs * args.level_steps[0] / args.level_minibatch_size[0];
+    let num_iterations = args.num_iterations;
 
     // seeding
     tch::manual_seed(args.seed as i64);
-    tch::set_num_threads(args.torch_threads);
+    tch::set_num_threads(args.torch_threads as i32);
     tch::Cuda::cudnn_set_benchmark(!args.torch_deterministic);
     let device = if args.cuda { Device::cuda_if_available() } else { Device::Cpu };
+    if args.cuda && device == Device::Cpu {
+        eprintln!("note: no CUDA device found, running on the CPU");
+    }
 
-    // env setup: Core 1: vectorized architecture
+    // env setup. Core 1: vectorized architecture
     let (obs_dim, n_actions) = match (level_envs[0].single_observation_space(), level_envs[0].single_action_space()) {
         (Space::Box { shape, .. }, Space::Box { shape: a, .. }) if shape.len() == 1 && a.len() == 1 => (shape[0] as i64, a[0] as i64),
-        (o, a) => fail(2, format!("ppo_multilevel needs 1-D Box observation and action spaces, {} has {o:?} and {a:?}", args.env_id)),
+        (o, a) => fail(2, format!("{}: {o} observations, {a} actions; {} needs 1-D Boxes", args.env_id, env!("CARGO_BIN_NAME"))),
     };
     let vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args);
@@ -357,226 +287,231 @@ fn main() {
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
 
     let run_dir = std::path::Path::new("runs").join(&run_name);
-    let mut log = RunLog::create(&run_dir, &args, (args.num_iterations * steps_per_iteration) as u64)
+    let steps_per_iteration: usize = args.level_steps.iter().map(|t| t * num_envs).sum();
+    let mut log = RunLog::create(&run_dir, &args, (num_iterations * steps_per_iteration) as u64)
         .unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
 
     // start the game: every level's envs from the same seeds
-    let (n, ne) = (args.num_envs as i64, args.num_envs);
     let mut global_step = 0u64;
     let start_time = Instant::now();
     for envs in level_envs.iter_mut().chain(sync_envs.iter_mut()) {
         envs.reset(Some(args.seed));
     }
-    let mut next_done = vec![vec![0f32; ne]; n_levels];
-    let mut action_buf = vec![0f32; ne * n_actions as usize];
+    let mut next_done = vec![vec![0f32; num_envs]; n_levels];
+    let mut action_buf = vec![0f32; num_envs * n_actions as usize];
 
-    for iteration in 1..=args.num_iterations {
+    for iteration in 1..=num_iterations {
         let (collect_start, mut env_seconds) = (Instant::now(), 0.0);
         // Core 4: learning-rate annealing, linearly to 0
-        let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / args.num_iterations as f64 } else { 1.0 };
+        let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / num_iterations as f64 } else { 1.0 };
         let lr = frac * args.learning_rate;
 
         // Multilevel 2: levels in ascending order, each continuing its own episodes from its own last
         // observation (the reference carries the last observation over from the previous level, so
         // each level's first transition paired another grid's observation with this one's state)
-        let (mut main, mut sync): (Vec<Batch>, Vec<Option<Batch>>) = (Vec::new(), Vec::new());
-        let (mut v_fine, mut ret_fine) = (Vec::new(), Vec::new());
+        let mut batches = Vec::new();
         for l in 0..n_levels {
-            let num_steps = args.level_steps[l];
-            let envs = &mut level_envs[l];
-            let mut sync_envs = if l > 0 { Some(&mut sync_envs[l - 1]) } else { None };
-            // storage: each step's tensors stay on the device and are joined after the rollout;
-            // rewards and dones are made and used on the host (env, GAE), so they stay there
-            let mut rewards = vec![0f32; ne * num_steps];
-            let mut dones = vec![0f32; ne * num_steps];
-            let mut sync_rewards = vec![0f32; ne * num_steps];
-            let (mut obs, mut actions, mut logprobs, mut values) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-            let (mut s_obs, mut s_logprobs, mut s_values) = (Vec::new(), Vec::new(), Vec::new());
+            let (envs, num_steps, next_done) = (&mut level_envs[l], args.level_steps[l], &mut next_done[l]);
+            let mut coarse_envs = l.checked_sub(1).map(|c| &mut sync_envs[c]);
+            // storage: the main samples and the sync samples (on level l−1), same actions and dones
+            let (mut main, mut sync) = (Rollout::new(num_steps, num_envs), Rollout::new(num_steps, num_envs));
+            let mut actions = Vec::new();
             for step in 0..num_steps {
-                global_step += ne as u64;
-                let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
-                dones[step * ne..(step + 1) * ne].copy_from_slice(&next_done[l]);
+                global_step += num_envs as u64;
+                let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
+                main.dones[step].copy_from_slice(next_done);
                 let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
-                action.to_device(Device::Cpu).copy_data(&mut action_buf, ne * n_actions as usize);
-                if let Some(coarse) = sync_envs.as_deref_mut() {
+                value.to_device(Device::Cpu).copy_data(&mut main.values[step], num_envs);
+                action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * n_actions as usize);
+                if let Some(coarse) = coarse_envs.as_deref_mut() {
                     // Multilevel 3: level l−1 in this level's state, valued and stepped with the same
                     // action; V~ and log π~ come from a forward pass that samples nothing (the
                     // reference drew an extra action for V~)
                     let env_start = Instant::now();
-                    map_envs(coarse, envs, ne);
+                    map_envs(coarse, envs, num_envs);
                     env_seconds += env_start.elapsed().as_secs_f64();
-                    let coarse_obs = Tensor::from_slice(&coarse.obs).view([n, obs_dim]).to_device(device);
-                    let (_, s_logprob, _, s_value) = tch::no_grad(|| agent.get_action_and_value(&coarse_obs, Some(&action)));
+                    let coarse_obs = Tensor::from_slice(&coarse.obs).view([num_envs as i64, obs_dim]).to_device(device);
+                    let (_, sync_logprob, _, sync_value) = tch::no_grad(|| agent.get_action_and_value(&coarse_obs, Some(&action)));
+                    sync_value.to_device(Device::Cpu).copy_data(&mut sync.values[step], num_envs);
                     let env_start = Instant::now();
                     coarse.step(Action::Continuous(&action_buf));
                     env_seconds += env_start.elapsed().as_secs_f64();
-                    sync_rewards[step * ne..(step + 1) * ne].copy_from_slice(&coarse.rewards);
-                    s_obs.push(coarse_obs);
-                    s_logprobs.push(s_logprob);
-                    s_values.push(s_value.view([n]));
+                    sync.rewards[step].copy_from_slice(&coarse.rewards);
+                    sync.dones[step].copy_from_slice(next_done); // Multilevel 4: the fine episode boundaries
+                    sync.obs.push(coarse_obs);
+                    sync.logprobs.push(sync_logprob);
                 }
-                obs.push(next_obs);
+                main.obs.push(next_obs);
                 actions.push(action);
-                logprobs.push(logprob);
-                values.push(value.view([n]));
+                main.logprobs.push(logprob);
 
                 let env_start = Instant::now();
                 envs.step(Action::Continuous(&action_buf)); // Continuous 5: the unclipped sample is stored
                 env_seconds += env_start.elapsed().as_secs_f64();
-                rewards[step * ne..(step + 1) * ne].copy_from_slice(&envs.rewards);
+                main.rewards[step].copy_from_slice(&envs.rewards);
                 // termination and truncation both end the episode (ressim has no truncation)
-                for (d, (term, trunc)) in next_done[l].iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
-                    *d = (*term || *trunc) as u8 as f32;
+                for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
+                    *done = (*term || *trunc) as u8 as f32;
                 }
-                if l == n_levels - 1 {
-                    for ep in &envs.finished {
-                        log.episode(global_step, ep.r, ep.l);
-                    }
+                for ep in envs.finished.iter().filter(|_| l == n_levels - 1) {
+                    log.episode(global_step, ep.r, ep.l);
                 }
             }
 
-            // the flattened batch, step-major (row step * num_envs + env), as CleanRL reshapes it
-            let host = |x: &Tensor| Vec::<f32>::try_from(x.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e));
-            let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
-            let next_value = tch::no_grad(|| agent.get_value(&next_obs)).view([-1]);
-            let b_values = Tensor::cat(&values, 0);
-            let v = host(&b_values);
-            let adv = gae(&args, &rewards, &dones, &v, &next_done[l], &host(&next_value));
-            let ret: Vec<f32> = adv.iter().zip(&v).map(|(a, v)| a + v).collect();
-            let batch = Batch {
-                obs: Tensor::cat(&obs, 0),
-                actions: Tensor::cat(&actions, 0),
-                logprobs: Tensor::cat(&logprobs, 0),
-                values: b_values,
-                advantages: Tensor::from_slice(&adv).to_device(device),
-                returns: Tensor::from_slice(&ret).to_device(device),
-            };
-            sync.push(sync_envs.map(|coarse| {
+            // bootstrap value if not done
+            let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
+            let mut next_value = vec![0f32; num_envs];
+            tch::no_grad(|| agent.get_value(&next_obs)).to_device(Device::Cpu).copy_data(&mut next_value, num_envs);
+            let advantages = gae(&args, &main, next_done, &next_value);
+            let b_actions = Tensor::cat(&actions, 0);
+            batches.push(Batch::new(format!("l{}", l + 1), (l, batches.len()), 1.0, main, advantages, &b_actions, device));
+            if let Some(coarse) = coarse_envs {
                 // Multilevel 4: GAE on the sync samples with the fine episode boundaries,
                 // bootstrapped from level l−1 put in the fine state after the last step
-                map_envs(coarse, envs, ne);
-                let next_obs = Tensor::from_slice(&coarse.obs).view([n, obs_dim]).to_device(device);
-                let next_value = tch::no_grad(|| agent.get_value(&next_obs)).view([-1]);
-                let s_values = Tensor::cat(&s_values, 0);
-                let sv = host(&s_values);
-                let adv = gae(&args, &sync_rewards, &dones, &sv, &next_done[l], &host(&next_value));
-                let ret: Vec<f32> = adv.iter().zip(&sv).map(|(a, v)| a + v).collect();
-                Batch {
-                    obs: Tensor::cat(&s_obs, 0),
-                    actions: batch.actions.shallow_clone(),
-                    logprobs: Tensor::cat(&s_logprobs, 0),
-                    values: s_values,
-                    advantages: Tensor::from_slice(&adv).to_device(device),
-                    returns: Tensor::from_slice(&ret).to_device(device),
-                }
-            }));
-            main.push(batch);
-            (v_fine, ret_fine) = (v, ret);
+                map_envs(coarse, envs, num_envs);
+                let next_obs = Tensor::from_slice(&coarse.obs).view([num_envs as i64, obs_dim]).to_device(device);
+                tch::no_grad(|| agent.get_value(&next_obs)).to_device(Device::Cpu).copy_data(&mut next_value, num_envs);
+                let advantages = gae(&args, &sync, next_done, &next_value);
+                batches.push(Batch::new(format!("l{}_sync", l + 1), (l, batches.len()), -1.0, sync, advantages, &b_actions, device));
+            }
         }
+        let fine = batches.iter().rposition(|b| b.sign > 0.0).expect("a main batch"); // the finest level's main batch
         let collection_seconds = collect_start.elapsed().as_secs_f64();
 
         // Optimizing the policy and value network
         let learn_start = Instant::now();
-        let num_minibatches = args.num_envs * args.level_steps[0] / args.level_minibatch_size[0];
         let mut clipfracs = Vec::new();
-        // per level: the first minibatch's ratio deviation and clip fraction, main then sync
-        let mut first_mb: Vec<(Tensor, Tensor)> = Vec::new();
-        let mut last = None;
-        let mut last_kl: Vec<Tensor> = Vec::new();
-        let mut epochs_run = 0;
+        let (mut first_minibatch, mut last) = (Vec::new(), None);
+        let (mut last_kl, mut epochs): (Vec<Tensor>, _) = ((0..batches.len()).map(|_| Tensor::from(0f32)).collect(), 0);
+        let (mut mlmc_loss, mut fine_terms) = (Tensor::from(0f32).to_device(device), None);
+        optimizer.zero_grad();
         for epoch in 0..args.update_epochs {
-            epochs_run += 1;
+            epochs += 1;
             // Core 6: shuffled mini-batches that cover the whole batch each epoch, one
             // permutation per level for its main and sync batches alike
-            let perms: Vec<Tensor> = main.iter().map(|b| Tensor::randperm(b.obs.size()[0], (Kind::Int64, device))).collect();
-            for mb in 0..num_minibatches {
-                // Multilevel 5: loss_MLMC = Σ_l [L(main batch of l) − L(sync batch of l−1)], same indices
-                let (mut losses, mut terms, mut kls) = (Vec::new(), Vec::new(), Vec::new());
-                for l in 0..n_levels {
-                    let size = args.level_minibatch_size[l] as i64;
-                    let mb_inds = perms[l].narrow(0, mb as i64 * size, size);
-                    let m = minibatch_loss(&agent, &args, &main[l], &mb_inds);
-                    terms.push(m.loss.shallow_clone());
-                    let s = sync[l].as_ref().map(|b| minibatch_loss(&agent, &args, b, &mb_inds));
-                    terms.extend(s.iter().map(|s| -&s.loss));
-                    if epoch == 0 && mb == 0 {
-                        // the policy has not moved yet: the ratio must be exactly 1 here
-                        first_mb.push((m.max_ratio_dev.shallow_clone(), m.clipfrac.shallow_clone()));
-                        first_mb.extend(s.iter().map(|s| (s.max_ratio_dev.shallow_clone(), s.clipfrac.shallow_clone())));
-                    }
-                    kls.push(m.approx_kl.shallow_clone());
-                    kls.extend(s.iter().map(|s| s.approx_kl.shallow_clone()));
-                    if l == n_levels - 1 {
-                        clipfracs.push(m.clipfrac.shallow_clone());
-                    }
-                    losses.push(m);
-                }
-                let fine = losses.pop().expect("a level");
-                let loss = Tensor::stack(&terms, 0).sum(Kind::Float);
+            let perms: Vec<Tensor> =
+                args.level_steps.iter().map(|t| Tensor::randperm((t * num_envs) as i64, (Kind::Int64, device))).collect();
+            // Multilevel 5: loss_MLMC = Σ_l [L(main batch of l) − L(sync batch of l−1)], each term on the same
+            // indices of its level's permutation; the terms' gradients accumulate, then one optimizer step
+            for (start, batch) in (0..num_minibatches).flat_map(|start| batches.iter().map(move |batch| (start, batch))) {
+                let Batch { b_obs, b_actions, b_logprobs, b_advantages_t, b_returns_t, b_values_t, .. } = batch;
+                let minibatch_size = args.level_minibatch_size[batch.level];
+                let mb_inds = perms[batch.level].narrow(0, (start * minibatch_size) as i64, minibatch_size as i64);
+                let (mb_obs, mb_actions) = (b_obs.index_select(0, &mb_inds), b_actions.index_select(0, &mb_inds));
+                let (_, newlogprob, entropy, newvalue) = agent.get_action_and_value(&mb_obs, Some(&mb_actions));
+                let logratio = &newlogprob - b_logprobs.index_select(0, &mb_inds);
+                let ratio = logratio.exp();
 
-                // Core 10: one loss, one optimizer
-                optimizer.zero_grad();
-                loss.backward();
-                let grad_norm = optimizer.clip_and_step(lr, args.max_grad_norm);
-                last = Some((fine.pg_loss, fine.v_loss, fine.entropy_loss, fine.old_approx_kl, fine.approx_kl, grad_norm, loss));
-                last_kl = kls;
+                // Core 12: debug variables
+                let (old_approx_kl, approx_kl, clipfrac) = tch::no_grad(|| {
+                    let clipfrac = (&ratio - 1.0).abs().gt(args.clip_coef).to_kind(Kind::Float).mean(Kind::Float);
+                    if epoch == 0 && start == 0 {
+                        // the policy has not moved yet: the ratio must be exactly 1 here
+                        first_minibatch.push(((&ratio - 1.0).abs().max(), clipfrac.shallow_clone()));
+                    }
+                    ((-&logratio).mean(Kind::Float), ((&ratio - 1.0) - &logratio).mean(Kind::Float), clipfrac)
+                });
+                last_kl[batch.index] = approx_kl.shallow_clone();
+
+                let mut mb_advantages = b_advantages_t.index_select(0, &mb_inds);
+                if args.norm_adv {
+                    // Core 7: per-minibatch advantage normalization
+                    mb_advantages = (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
+                }
+
+                // Core 8: clipped surrogate objective
+                let pg_loss1 = -&mb_advantages * &ratio;
+                let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - args.clip_coef, 1.0 + args.clip_coef);
+                let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
+
+                let newvalue = newvalue.view([-1]);
+                let mb_returns = b_returns_t.index_select(0, &mb_inds);
+                let v_loss = if args.clip_vloss {
+                    // Core 9: value-function loss clipping
+                    let mb_values = b_values_t.index_select(0, &mb_inds);
+                    let v_loss_unclipped = (&newvalue - &mb_returns).square();
+                    let v_clipped = &mb_values + (&newvalue - &mb_values).clamp(-args.clip_coef, args.clip_coef);
+                    let v_loss_clipped = (v_clipped - &mb_returns).square();
+                    0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
+                } else {
+                    0.5 * (&newvalue - &mb_returns).square().mean(Kind::Float)
+                };
+
+                // Core 10: one loss with an entropy bonus, one optimizer
+                let entropy_loss = entropy.mean(Kind::Float);
+                let loss: Tensor = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
+
+                (batch.sign * &loss).backward();
+                mlmc_loss = tch::no_grad(|| mlmc_loss + batch.sign * &loss);
+                if batch.index == fine {
+                    clipfracs.push(clipfrac);
+                    fine_terms = Some((pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl));
+                }
+                if batch.index == batches.len() - 1 {
+                    // Core 11: global gradient-norm clipping
+                    let grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
+                    optimizer.step(lr);
+                    optimizer.zero_grad();
+                    let (pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl) = fine_terms.take().expect("the finest main batch");
+                    let loss = std::mem::replace(&mut mlmc_loss, Tensor::from(0f32).to_device(device));
+                    last = Some(LastMinibatch { pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss });
+                }
             }
             // Aux 3: early stopping once the KL of the last minibatch passes the target (the
             // finest level's main batch: its data is the real environment)
-            if let (true, Some(l)) = (args.target_kl > 0.0, &last) {
-                if f64::try_from(&l.4).unwrap_or(f64::NAN) > args.target_kl {
+            if let (Some(target_kl), Some(last)) = (args.target_kl, &last) {
+                if last.approx_kl.double_value(&[]) > target_kl {
                     break;
                 }
             }
         }
-        let Some((pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss)) = last else {
-            unreachable!("at least one minibatch")
-        };
+        let last = last.expect("at least one minibatch");
+        // the largest deviation over all batches: a NaN anywhere shows as NaN
+        let max_or_nan = |xs: Vec<f64>| xs.iter().fold(0.0, |m: f64, &x| if m.is_nan() || x.is_nan() { f64::NAN } else { m.max(x) });
+        let first_mb_ratio_dev = max_or_nan(first_minibatch.iter().map(|(d, _)| d.double_value(&[])).collect());
+        let first_mb_clipfrac = max_or_nan(first_minibatch.iter().map(|(_, c)| c.double_value(&[])).collect());
 
-        // Core 12: debug variables, logged under CleanRL's names (for the finest level's main
-        // batches), plus per-level ratio and KL columns for main and sync batches, and timing
-        let scalar = |x: &Tensor| f64::try_from(x).unwrap_or(f64::NAN);
+        // Core 12: CleanRL's metrics by its names (for the finest level's main batches), then our
+        // debug and timing columns, and per level the ratio and KL columns for main and sync batches
         let sps = (global_step as f64 / start_time.elapsed().as_secs_f64()).floor();
-        let first_dev = first_mb.iter().map(|(d, _)| scalar(d)).fold(0.0, f64::max);
-        let first_clip = first_mb.iter().map(|(_, c)| scalar(c)).fold(0.0, f64::max);
-        let mut row = vec![
-            ("iteration".to_string(), iteration as f64),
-            ("global_step".to_string(), global_step as f64),
-            ("charts/learning_rate".to_string(), lr),
-            ("losses/value_loss".to_string(), scalar(&v_loss)),
-            ("losses/policy_loss".to_string(), scalar(&pg_loss)),
-            ("losses/entropy".to_string(), scalar(&entropy_loss)),
-            ("losses/old_approx_kl".to_string(), scalar(&old_approx_kl)),
-            ("losses/approx_kl".to_string(), scalar(&approx_kl)),
-            ("losses/clipfrac".to_string(), scalar(&Tensor::stack(&clipfracs, 0).mean(Kind::Float))),
-            ("losses/explained_variance".to_string(), explained_variance(&v_fine, &ret_fine)),
-            ("charts/SPS".to_string(), sps),
-            ("debug/first_mb_max_ratio_dev".to_string(), first_dev),
-            ("debug/first_mb_clipfrac".to_string(), first_clip),
-            ("debug/unclipped_grad_norm".to_string(), scalar(&grad_norm)),
-            ("debug/epochs".to_string(), epochs_run as f64),
-            ("timing/collection_seconds".to_string(), collection_seconds),
-            ("timing/env_seconds".to_string(), env_seconds),
-            ("timing/learning_seconds".to_string(), learn_start.elapsed().as_secs_f64()),
-        ];
-        // per level l (1 = coarsest): main batches, and for l > 1 the sync batches on level l − 1
-        let names: Vec<String> =
-            (1..=n_levels).flat_map(|l| std::iter::once(format!("l{l}")).chain((l > 1).then(|| format!("l{l}_sync")))).collect();
-        for (name, ((dev, clip), kl)) in names.iter().zip(first_mb.iter().zip(&last_kl)) {
-            row.push((format!("debug/{name}_first_mb_max_ratio_dev"), scalar(dev)));
-            row.push((format!("debug/{name}_first_mb_clipfrac"), scalar(clip)));
-            row.push((format!("losses/{name}_approx_kl"), scalar(kl)));
+        let (b_values, b_returns) = (&batches[fine].b_values, &batches[fine].b_returns);
+        let mut row: Vec<(String, f64)> = [
+            ("iteration", iteration as f64),
+            ("global_step", global_step as f64),
+            ("charts/learning_rate", lr),
+            ("losses/value_loss", last.v_loss.double_value(&[])),
+            ("losses/policy_loss", last.pg_loss.double_value(&[])),
+            ("losses/entropy", last.entropy_loss.double_value(&[])),
+            ("losses/old_approx_kl", last.old_approx_kl.double_value(&[])),
+            ("losses/approx_kl", last.approx_kl.double_value(&[])),
+            ("losses/clipfrac", Tensor::stack(&clipfracs, 0).mean(Kind::Float).double_value(&[])),
+            ("losses/explained_variance", explained_variance(b_values, b_returns)),
+            ("charts/SPS", sps),
+            ("debug/first_mb_max_ratio_dev", first_mb_ratio_dev),
+            ("debug/first_mb_clipfrac", first_mb_clipfrac),
+            ("debug/unclipped_grad_norm", last.grad_norm.double_value(&[])),
+            ("debug/epochs", epochs as f64),
+            ("timing/collection_seconds", collection_seconds),
+            ("timing/env_seconds", env_seconds),
+            ("timing/learning_seconds", learn_start.elapsed().as_secs_f64()),
+        ]
+        .map(|(name, value)| (name.to_string(), value))
+        .into();
+        for (batch, ((dev, clip), kl)) in batches.iter().zip(first_minibatch.iter().zip(&last_kl)) {
+            row.push((format!("debug/{}_first_mb_max_ratio_dev", batch.name), dev.double_value(&[])));
+            row.push((format!("debug/{}_first_mb_clipfrac", batch.name), clip.double_value(&[])));
+            row.push((format!("losses/{}_approx_kl", batch.name), kl.double_value(&[])));
         }
-        let row: Vec<(&str, f64)> = row.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-        log.update(&row, args.num_iterations).unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
-        if !scalar(&loss).is_finite() {
-            let dir = run_dir.display();
-            fail(1, format!("the loss became non-finite at update {iteration}; metrics so far are in {dir}; try a lower --learning-rate"));
+        let row: Vec<(&str, f64)> = row.iter().map(|(name, value)| (name.as_str(), *value)).collect();
+        log.update(&row, num_iterations);
+        if !last.loss.double_value(&[]).is_finite() {
+            let (pg, v, ent) = (row[4].1, row[3].1, row[5].1);
+            log.fail(format!("the loss became non-finite at update {iteration} (policy loss {pg}, value loss {v}, entropy {ent})"));
         }
     }
 
     if args.save_model {
-        if let Some(stats) = &obs_stats[0] {
+        if let Some(stats) = &obs_stats[n_levels - 1] {
             let rms = stats.lock().clone(); // env 0's observation statistics go into the model file
             tch::no_grad(|| agent.obs_rms.shallow_clone().copy_(&Tensor::from_slice(&[rms.mean, rms.var, vec![rms.count]].concat())));
         }
@@ -593,16 +528,100 @@ fn main() {
     }
 }
 
-/// 1 - Var[returns - values] / Var[returns] (population variances; NaN when returns are constant).
+/// One level's samples, main or synchronized: a tensor per step on the device, a row per step on the host.
+struct Rollout {
+    obs: Vec<Tensor>,
+    logprobs: Vec<Tensor>,
+    rewards: Vec<Vec<f32>>,
+    dones: Vec<Vec<f32>>,
+    values: Vec<Vec<f32>>,
+}
+
+impl Rollout {
+    fn new(num_steps: usize, num_envs: usize) -> Rollout {
+        let rows = vec![vec![0f32; num_envs]; num_steps];
+        Rollout { obs: Vec::new(), logprobs: Vec::new(), rewards: rows.clone(), dones: rows.clone(), values: rows }
+    }
+}
+
+/// Core 5: GAE, as a plain loop on the host; `dones[t]` says an episode ended before step t,
+/// `next_done` and `next_value` describe the step after the last.
+fn gae(args: &Args, r: &Rollout, next_done: &[f32], next_value: &[f32]) -> Vec<Vec<f32>> {
+    let (rewards, dones, values, num_steps, num_envs) = (&r.rewards, &r.dones, &r.values, r.rewards.len(), next_done.len());
+    let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
+    let mut advantages = vec![vec![0f32; num_envs]; num_steps];
+    let mut lastgaelam = vec![0f32; num_envs];
+    for t in (0..num_steps).rev() {
+        for e in 0..num_envs {
+            let (nextnonterminal, nextvalues) =
+                if t == num_steps - 1 { (1.0 - next_done[e], next_value[e]) } else { (1.0 - dones[t + 1][e], values[t + 1][e]) };
+            let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values[t][e];
+            lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
+            advantages[t][e] = lastgaelam[e];
+        }
+    }
+    advantages
+}
+
+/// One batch of the MLMC loss (`sign` +1 for a level's main samples, −1 for its sync samples),
+/// flattened as the parent flattens its batch: row step * num_envs + env.
+struct Batch {
+    name: String,
+    level: usize,
+    index: usize,
+    sign: f64,
+    b_obs: Tensor,
+    b_actions: Tensor,
+    b_logprobs: Tensor,
+    b_values: Vec<f32>,
+    b_returns: Vec<f32>,
+    b_advantages_t: Tensor,
+    b_returns_t: Tensor,
+    b_values_t: Tensor,
+}
+
+impl Batch {
+    fn new(
+        name: String,
+        (level, index): (usize, usize),
+        sign: f64,
+        r: Rollout,
+        advantages: Vec<Vec<f32>>,
+        b_actions: &Tensor,
+        device: Device,
+    ) -> Batch {
+        let (b_obs, b_logprobs) = (Tensor::cat(&r.obs, 0), Tensor::cat(&r.logprobs, 0));
+        let (b_advantages, b_values) = (advantages.concat(), r.values.concat());
+        let b_returns: Vec<f32> = b_advantages.iter().zip(&b_values).map(|(a, v)| a + v).collect();
+        let to_device = |x: &[f32]| Tensor::from_slice(x).to_device(device);
+        let (b_advantages_t, b_returns_t, b_values_t) = (to_device(&b_advantages), to_device(&b_returns), to_device(&b_values));
+        let b_actions = b_actions.shallow_clone();
+        Batch { name, level, index, sign, b_obs, b_actions, b_logprobs, b_values, b_returns, b_advantages_t, b_returns_t, b_values_t }
+    }
+}
+
+/// The last minibatch's losses and statistics: CleanRL logs those of the last one.
+struct LastMinibatch {
+    pg_loss: Tensor,
+    v_loss: Tensor,
+    entropy_loss: Tensor,
+    old_approx_kl: Tensor,
+    approx_kl: Tensor,
+    grad_norm: Tensor,
+    loss: Tensor,
+}
+
+/// 1 - Var[y_true - y_pred] / Var[y_true] (population variances), NaN when Var[y_true] is 0 (numpy's, as CleanRL).
 fn explained_variance(y_pred: &[f32], y_true: &[f32]) -> f64 {
-    let var = |xs: &mut dyn Iterator<Item = f64>| {
-        let xs: Vec<f64> = xs.collect();
+    let var = |xs: Vec<f64>| {
         let mean = xs.iter().sum::<f64>() / xs.len() as f64;
         xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64
     };
-    let var_y = var(&mut y_true.iter().map(|&y| y as f64));
-    1.0 - var(&mut y_true.iter().zip(y_pred).map(|(&y, &p)| (y - p) as f64)) / var_y
-    // 0/0 = NaN, as numpy
+    let var_y = var(y_true.iter().map(|&y| y as f64).collect());
+    if var_y == 0.0 {
+        return f64::NAN;
+    }
+    1.0 - var(y_true.iter().zip(y_pred).map(|(&y, &p)| (y - p) as f64).collect()) / var_y
 }
 
 /// Adam (torch.optim.Adam's update: betas 0.9 and 0.999, no weight decay) over all parameters
@@ -612,6 +631,7 @@ fn explained_variance(y_pred: &[f32], y_true: &[f32]) -> f64 {
 struct FlatAdam {
     params: Vec<Tensor>,
     flat: Tensor,
+    grad: Tensor,
     m: Tensor,
     v: Tensor,
     t: i32,
@@ -629,7 +649,7 @@ impl FlatAdam {
                 p.set_data(&flat.narrow(0, offset, numel).view(shape.as_slice()));
                 offset += numel;
             }
-            FlatAdam { m: flat.zeros_like(), v: flat.zeros_like(), flat, params, t: 0, eps }
+            FlatAdam { grad: flat.zeros_like(), m: flat.zeros_like(), v: flat.zeros_like(), flat, params, t: 0, eps }
         })
     }
 
@@ -639,22 +659,29 @@ impl FlatAdam {
         }
     }
 
-    /// Clips the gradients' global norm to `max_norm`, then takes one Adam step with learning
-    /// rate `lr`. Returns the norm before clipping, left on the device (no sync per minibatch).
-    fn clip_and_step(&mut self, lr: f64, max_norm: f64) -> Tensor {
+    /// Gathers the gradients into one vector and scales it so that its norm is at most
+    /// `max_norm`; returns the norm before, left on the device (no sync per minibatch).
+    fn clip_grad_norm(&mut self, max_norm: f64) -> Tensor {
         tch::no_grad(|| {
             let grad = Tensor::cat(&self.params.iter().map(|p| p.grad().view([-1])).collect::<Vec<_>>(), 0);
-            // Core 11: global gradient-norm clipping
             let norm = grad.norm();
-            let grad = grad * (max_norm / (&norm + 1e-6)).clamp_max(1.0);
-            let (beta1, beta2) = (0.9f64, 0.999f64);
-            self.t += 1;
-            let _ = self.m.lerp_(&grad, 1.0 - beta1); // m = beta1 m + (1 - beta1) g
-            let _ = self.v.lerp_(&grad.square(), 1.0 - beta2); // v = beta2 v + (1 - beta2) g^2
-            let (bias_correction1, bias_correction2) = (1.0 - beta1.powi(self.t), 1.0 - beta2.powi(self.t));
+            self.grad = grad * (max_norm / (&norm + 1e-6)).clamp_max(1.0);
+            norm
+        })
+    }
+
+    /// One Adam step: m and v are running means of g and g², and each parameter moves by
+    /// lr * m_hat / (sqrt(v_hat) + eps), with the bias-corrected m_hat = m / (1 - beta1^t)
+    /// and v_hat = v / (1 - beta2^t).
+    fn step(&mut self, lr: f64) {
+        let (beta1, beta2) = (0.9f64, 0.999f64);
+        self.t += 1;
+        let (bias_correction1, bias_correction2) = (1.0 - beta1.powi(self.t), 1.0 - beta2.powi(self.t));
+        tch::no_grad(|| {
+            let _ = self.m.lerp_(&self.grad, 1.0 - beta1); // m = beta1 m + (1 - beta1) g
+            let _ = self.v.lerp_(&self.grad.square(), 1.0 - beta2); // v = beta2 v + (1 - beta2) g^2
             let denom = self.v.sqrt() / bias_correction2.sqrt() + self.eps;
             let _ = self.flat.g_sub_(&(&self.m / denom * (lr / bias_correction1)));
-            norm
         })
     }
 }
@@ -689,7 +716,7 @@ fn evaluate(
     Ok(returns)
 }
 
-// ---- logging: CSV files in the run directory, flushed every update; progress on the console ----
+// ---- logging: CSV files and TensorBoard events in the run directory, flushed every update ----
 
 struct RunLog {
     dir: std::path::PathBuf,
@@ -697,6 +724,8 @@ struct RunLog {
     updates: csv::Writer<std::fs::File>,
     rows: usize,
     recent: std::collections::VecDeque<f64>,
+    /// TensorBoard events with the CSVs' tags and steps (`tensorboard --logdir runs`)
+    tb: tboard::EventWriter<std::fs::File>,
     /// a progress bar on a terminal; a plain line every 2% of the run otherwise
     bar: Option<ProgressBar>,
 }
@@ -708,16 +737,19 @@ impl RunLog {
         let mut episodes = csv::Writer::from_path(dir.join("episodes.csv"))?;
         episodes.write_record(["global_step", "charts/episodic_return", "charts/episodic_length"])?;
         let updates = csv::Writer::from_path(dir.join("updates.csv"))?;
+        let tb = tboard::EventWriter::create(dir).map_err(std::io::Error::other)?;
         let bar = std::io::stderr().is_terminal().then(|| {
             let style = ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} steps {msg}").expect("valid template");
             ProgressBar::new(total_steps).with_style(style)
         });
-        Ok(RunLog { dir: dir.to_path_buf(), episodes, updates, rows: 0, recent: Default::default(), bar })
+        Ok(RunLog { dir: dir.to_path_buf(), episodes, updates, rows: 0, recent: Default::default(), tb, bar })
     }
 
     fn episode(&mut self, global_step: u64, r: f64, l: u64) {
         // a failed write surfaces at the next update's flush
         let _ = self.episodes.write_record(&[global_step.to_string(), r.to_string(), l.to_string()]);
+        let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_return", r as f32);
+        let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_length", l as f32);
         self.recent.push_back(r);
         if self.recent.len() > 20 {
             self.recent.pop_front();
@@ -725,14 +757,11 @@ impl RunLog {
     }
 
     /// Appends one row of (column, value) pairs (the header first), flushes, shows progress.
-    fn update(&mut self, row: &[(&str, f64)], num_iterations: usize) -> std::io::Result<()> {
-        if self.rows == 0 {
-            self.updates.write_record(row.iter().map(|(name, _)| name))?;
+    fn update(&mut self, row: &[(&str, f64)], num_iterations: usize) {
+        if let Err(e) = self.write(row) {
+            self.fail(format!("cannot write {}: {e}", self.dir.display()));
         }
-        self.updates.write_record(row.iter().map(|(_, value)| value.to_string()))?;
         self.rows += 1;
-        self.updates.flush()?;
-        self.episodes.flush()?;
         let get = |name: &str| row.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
         let mean = self.recent.iter().sum::<f64>() / self.recent.len() as f64; // NaN before any episode
         let msg = format!("SPS {}, return (last 20) {mean:.1}", get("charts/SPS"));
@@ -746,7 +775,20 @@ impl RunLog {
             }
             None => {}
         }
-        Ok(())
+    }
+
+    fn write(&mut self, row: &[(&str, f64)]) -> std::io::Result<()> {
+        if self.rows == 0 {
+            self.updates.write_record(row.iter().map(|(name, _)| name))?;
+        }
+        self.updates.write_record(row.iter().map(|(_, value)| value.to_string()))?;
+        let step = row.iter().find(|(name, _)| *name == "global_step").map_or(0, |(_, v)| *v as i64);
+        for (tag, value) in row.iter().filter(|(name, _)| name.contains('/')) {
+            // TensorBoard keeps f32, as CleanRL's SummaryWriter does
+            self.tb.write_scalar(step, tag, *value as f32).map_err(std::io::Error::other)?;
+        }
+        self.updates.flush()?;
+        self.episodes.flush()
     }
 
     fn eval(&mut self, returns: &[f64]) -> std::io::Result<()> {
@@ -757,10 +799,85 @@ impl RunLog {
         }
         w.flush()
     }
+
+    /// Ends the progress bar where it stands, then fails with exit code 1 (metrics so far are kept).
+    fn fail(&self, msg: String) -> ! {
+        if let Some(bar) = &self.bar {
+            bar.abandon();
+        }
+        fail(1, format!("{msg}; the metrics so far are in {}", self.dir.display()))
+    }
+}
+
+/// `Args::parse()` with CleanRL's booleans (`--cuda` alone means true, `--cuda false` turns it
+/// off) and every error in one line with exit code 2.
+fn parse_args() -> Args {
+    let optional_value = |arg: clap::Arg| match arg.get_action() {
+        ArgAction::SetTrue => {
+            let default = arg.get_default_values().first().cloned().unwrap_or_else(|| "false".into());
+            arg.action(ArgAction::Set).num_args(0..=1).default_missing_value("true").default_value(default).value_name("BOOL")
+        }
+        _ => arg,
+    };
+    let matches = Args::command().args_override_self(true).mut_args(optional_value).try_get_matches();
+    matches.and_then(|m| Args::from_arg_matches(&m)).unwrap_or_else(|e| match e.kind() {
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
+        // clap's first paragraph (the error and the allowed values), without its usage lines
+        _ => fail(2, e.to_string().split("\n\n").next().unwrap_or_default().trim_start_matches("error: ").replace("\n  ", " ")),
+    })
+}
+
+// value parsers: the range in which each numeric flag can work
+
+fn at_least_one(s: &str) -> Result<usize, String> {
+    s.parse().map_err(|e| format!("{e}")).and_then(|n| if n >= 1 { Ok(n) } else { Err("must be at least 1".into()) })
+}
+
+fn float_where(s: &str, ok: fn(f64) -> bool, range: &str) -> Result<f64, String> {
+    s.parse().map_err(|e| format!("{e}")).and_then(|x| if ok(x) { Ok(x) } else { Err(format!("must be {range}")) })
+}
+
+fn positive(s: &str) -> Result<f64, String> {
+    float_where(s, |x| x > 0.0 && x.is_finite(), "finite and > 0")
+}
+
+fn kl_target(s: &str) -> Result<f64, String> {
+    float_where(s, |x| x >= 0.0, ">= 0 (inf: never stop)")
+}
+
+fn finite(s: &str) -> Result<f64, String> {
+    float_where(s, f64::is_finite, "finite")
+}
+
+fn unit_interval(s: &str) -> Result<f64, String> {
+    float_where(s, |x| (0.0..=1.0).contains(&x), "in [0, 1]")
+}
+
+/// `--exp-name` names a directory inside runs/, so it is a plain name.
+fn plain_name(s: &str) -> Result<String, String> {
+    let plain = !s.is_empty() && !s.contains(['/', '\\']) && !s.contains("..");
+    if plain {
+        Ok(s.to_string())
+    } else {
+        Err("must be a plain name, without '/', '\\' or '..'".into())
+    }
 }
 
 /// Prints one line and exits: 2 for bad input, 1 for failures while running.
 fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
     eprintln!("error: {msg}");
     std::process::exit(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::explained_variance;
+
+    #[test]
+    fn explained_variance_is_nan_for_constant_returns_as_numpy() {
+        assert!(explained_variance(&[1.0, 2.0], &[3.0, 3.0]).is_nan(), "values vary, returns constant");
+        assert!(explained_variance(&[3.0, 3.0], &[3.0, 3.0]).is_nan(), "both constant");
+        assert_eq!(explained_variance(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]), 1.0);
+        assert_eq!(explained_variance(&[0.0, 0.0], &[1.0, 3.0]), 0.0);
+    }
 }

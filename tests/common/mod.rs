@@ -131,3 +131,87 @@ pub fn assert_same_metrics(a: &Run, b: &Run, c: &Run) {
     assert_eq!(metrics(a), metrics(b), "same seed, different metrics");
     assert_ne!(metrics(a).0, metrics(c).0, "a different seed should give different metrics");
 }
+
+/// One bad value per numeric flag (at or past its edge) shared by ppo, ppo_atari and
+/// ppo_continuous, with the words the one-line error must contain: the flag and the value.
+pub const SHARED_FLAG_EDGES: &[BadInput] = &[
+    (&["--learning-rate", "0"], &[], "'0' for '--learning-rate"),
+    (&["--learning-rate", "-0.1"], &[], "'-0.1' for '--learning-rate"),
+    (&["--learning-rate", "nan"], &[], "'nan' for '--learning-rate"),
+    (&["--learning-rate", "inf"], &[], "'inf' for '--learning-rate"),
+    (&["--gamma", "1.5"], &[], "'1.5' for '--gamma"),
+    (&["--gamma", "-0.01"], &[], "'-0.01' for '--gamma"),
+    (&["--gae-lambda", "1.01"], &[], "'1.01' for '--gae-lambda"),
+    (&["--gae-lambda", "nan"], &[], "'nan' for '--gae-lambda"),
+    (&["--clip-coef", "0"], &[], "'0' for '--clip-coef"),
+    (&["--clip-coef", "-0.2"], &[], "'-0.2' for '--clip-coef"),
+    (&["--ent-coef", "nan"], &[], "'nan' for '--ent-coef"),
+    (&["--vf-coef", "inf"], &[], "'inf' for '--vf-coef"),
+    (&["--max-grad-norm", "0"], &[], "'0' for '--max-grad-norm"),
+    (&["--target-kl", "-0.01"], &[], "'-0.01' for '--target-kl"),
+    (&["--target-kl", "nan"], &[], "'nan' for '--target-kl"),
+    (&["--num-envs", "0"], &[], "'0' for '--num-envs"),
+    (&["--num-steps", "0"], &[], "'0' for '--num-steps"),
+    (&["--num-minibatches", "0"], &[], "'0' for '--num-minibatches"),
+    (&["--update-epochs", "0"], &[], "'0' for '--update-epochs"),
+    (&["--total-timesteps", "0"], &[], "'0' for '--total-timesteps"),
+    (&["--torch-threads", "0"], &[], "'0' for '--torch-threads"),
+    (&["--env-threads", "0"], &[], "'0' for '--env-threads"),
+    (&["--seed", "-1"], &[], "'-1' for '--seed"),
+    (&["--cuda", "maybe"], &[], "'maybe' for '--cuda"),
+    (&["--exp-name", "../../x"], &[], "'../../x' for '--exp-name"),
+    (&["--exp-name", "a/b"], &[], "'a/b' for '--exp-name"),
+    (&["--exp-name", ""], &[], "for '--exp-name"),
+    (&["--no-such-flag"], &[], "--no-such-flag"),
+    (&["--num-envs", "1", "--num-steps", "8", "--num-minibatches", "8"], &[], "--norm-adv"),
+];
+
+/// Every scalar (tag, step, value) in the TensorBoard event files of `dir`, in file order.
+pub fn read_scalars(dir: &Path) -> Vec<(String, i64, f64)> {
+    use tboard::tensorboard::{event::What, summary::value::Value};
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("run dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("events.out.tfevents.")))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for path in files {
+        let file = std::io::BufReader::new(std::fs::File::open(&path).expect("event file"));
+        for event in tboard::SummaryReader::new(file) {
+            let event = event.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            if let Some(What::Summary(summary)) = event.what {
+                for v in summary.value {
+                    if let Some(Value::SimpleValue(x)) = v.value {
+                        out.push((v.tag, event.step, x as f64));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The run's TensorBoard events hold every `group/name` column of updates.csv at its
+/// global_step (as f32, like CleanRL's SummaryWriter) and every episode of episodes.csv.
+pub fn assert_tensorboard_matches_csvs(run: &Run) {
+    let scalars = read_scalars(&run.dir());
+    let same = |a: f64, b: f64| (a as f32).to_bits() == (b as f32).to_bits() || (a.is_nan() && b.is_nan());
+    let updates = run.csv("updates.csv");
+    let steps = updates.col("global_step");
+    let tags: Vec<&String> = updates.header.iter().filter(|h| h.contains('/')).collect();
+    assert!(tags.len() > 10 && !steps.is_empty(), "{tags:?}");
+    for tag in tags {
+        for (step, value) in steps.iter().zip(updates.col(tag)) {
+            let found: Vec<f64> = scalars.iter().filter(|(t, s, _)| t == tag && *s == *step as i64).map(|(_, _, v)| *v).collect();
+            assert!(found.len() == 1 && same(found[0], value), "{tag} at {step}: csv {value}, events {found:?}");
+        }
+    }
+    let episodes = run.csv("episodes.csv");
+    for tag in ["charts/episodic_return", "charts/episodic_length"] {
+        let in_events: Vec<f64> = scalars.iter().filter(|(t, _, _)| t == tag).map(|(_, _, v)| *v).collect();
+        let in_csv = episodes.col(tag);
+        assert_eq!(in_events.len(), in_csv.len(), "{tag}: one event per episode");
+        assert!(in_events.iter().zip(&in_csv).all(|(a, b)| same(*a, *b)), "{tag}");
+    }
+}

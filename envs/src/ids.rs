@@ -1,0 +1,197 @@
+//! Which env ids each binary runs, so that a binary's error for an id lists the ids it can run
+//! and, for an id another binary runs, names that binary.
+
+use crate::{atari, mujoco, ressim, EnvError};
+
+/// Env ids of one kind: the binaries that run one of them run them all.
+struct Family {
+    /// what the ids are, for "ppo cannot run X (an Atari game)"
+    what: &'static str,
+    ids: Ids,
+}
+
+enum Ids {
+    Listed(&'static [&'static str]),
+    /// `<Game>NoFrameskip-v4` for each game in `atari::V4_GAMES`
+    AtariV4,
+}
+
+const CLASSIC_DISCRETE: Family =
+    Family { what: "a classic-control env with discrete actions", ids: Ids::Listed(&["CartPole-v1", "Acrobot-v1", "MountainCar-v0"]) };
+const CLASSIC_CONTINUOUS: Family =
+    Family { what: "a classic-control env with continuous actions", ids: Ids::Listed(&["Pendulum-v1", "MountainCarContinuous-v0"]) };
+const MUJOCO: Family = Family { what: "a MuJoCo env", ids: Ids::Listed(&mujoco::IDS) };
+const RESSIM: Family = Family { what: "a reservoir simulation", ids: Ids::Listed(&ressim::IDS) };
+const ATARI: Family = Family { what: "an Atari game", ids: Ids::AtariV4 };
+
+/// Every family, in the order `EnvError::unknown` lists them.
+const FAMILIES: [Family; 5] = [CLASSIC_DISCRETE, CLASSIC_CONTINUOUS, MUJOCO, RESSIM, ATARI];
+
+/// The families each binary runs, keyed by its name (`env!("CARGO_BIN_NAME")`). A new binary
+/// is a row here; new kinds of ids (CartPoleNoVel-v1, MicroRTS) a new `Family` above.
+const BINARIES: &[(&str, &[Family])] = &[
+    ("ppo", &[CLASSIC_DISCRETE]),
+    ("ppo_atari", &[ATARI]),
+    ("ppo_continuous", &[CLASSIC_CONTINUOUS, MUJOCO, RESSIM]),
+    ("ppo_multilevel", &[RESSIM]),
+];
+
+impl Family {
+    fn contains(&self, id: &str) -> bool {
+        match self.ids {
+            Ids::Listed(ids) => ids.contains(&id),
+            Ids::AtariV4 => atari::rom_name(id).is_some(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self.ids {
+            Ids::Listed(ids) => ids.join(", "),
+            Ids::AtariV4 => format!(
+                "<Game>NoFrameskip-v4 for the {} Atari games ale-py registers (e.g. BreakoutNoFrameskip-v4, PongNoFrameskip-v4)",
+                atari::V4_GAMES.len()
+            ),
+        }
+    }
+}
+
+/// The ids of these families, in one line.
+fn describe(families: &[Family]) -> String {
+    families.iter().map(Family::describe).collect::<Vec<_>>().join(", ")
+}
+
+/// Every id envs makes, in one line (for `EnvError::unknown`).
+pub(crate) fn all() -> String {
+    describe(&FAMILIES)
+}
+
+/// Whether binary `bin` (`env!("CARGO_BIN_NAME")`) runs env `id`; if not, a one-line error
+/// that lists the ids `bin` runs and, for an id another binary runs, names that binary.
+///
+/// # Panics
+/// When `bin` has no row in the table of binaries (a binary that calls this must have one).
+pub fn check_id(bin: &str, id: &str) -> Result<(), EnvError> {
+    let (_, own) = BINARIES.iter().find(|(name, _)| *name == bin).unwrap_or_else(|| panic!("envs lists no env ids for binary {bin}"));
+    let runs = |families: &[Family]| families.iter().any(|f| f.contains(id));
+    if runs(own) {
+        return Ok(());
+    }
+    let others: Vec<&str> = BINARIES.iter().filter(|(_, families)| runs(families)).map(|(name, _)| *name).collect();
+    Err(EnvError(match FAMILIES.iter().find(|f| f.contains(id)) {
+        Some(family) if !others.is_empty() => {
+            format!("{bin} cannot run {id} ({}): run it with {}; {bin} runs {}", family.what, others.join(" or "), describe(own))
+        }
+        _ => format!("unknown env id '{id}'; {bin} runs {}", describe(own)),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(bin: &str, id: &str) -> String {
+        check_id(bin, id).expect_err("an error").to_string()
+    }
+
+    #[test]
+    fn each_binary_runs_its_own_ids() {
+        for (bin, id) in [
+            ("ppo", "CartPole-v1"),
+            ("ppo", "MountainCar-v0"),
+            ("ppo_atari", "BreakoutNoFrameskip-v4"),
+            ("ppo_atari", "SpaceInvadersNoFrameskip-v4"),
+            ("ppo_continuous", "Pendulum-v1"),
+            ("ppo_continuous", "HalfCheetah-v4"),
+            ("ppo_continuous", "ResSim-case1"),
+            ("ppo_multilevel", "ResSim-v1"),
+        ] {
+            assert_eq!(check_id(bin, id), Ok(()), "{bin} {id}");
+        }
+    }
+
+    #[test]
+    fn unknown_ids_list_the_binarys_own() {
+        assert_eq!(message("ppo", "Foo-v0"), "unknown env id 'Foo-v0'; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0");
+        assert_eq!(message("ppo_multilevel", "ResSim-v9"), "unknown env id 'ResSim-v9'; ppo_multilevel runs ResSim-case1, ResSim-v1");
+        let continuous = "ppo_continuous runs Pendulum-v1, MountainCarContinuous-v0, HalfCheetah-v4, Hopper-v4, Walker2d-v4, \
+                          InvertedPendulum-v4, ResSim-case1, ResSim-v1";
+        assert_eq!(message("ppo_continuous", "NoSuchEnv-v9"), format!("unknown env id 'NoSuchEnv-v9'; {continuous}"));
+    }
+
+    #[test]
+    fn a_misspelt_atari_game_is_unknown() {
+        let atari = "ppo_atari runs <Game>NoFrameskip-v4 for the 62 Atari games ale-py registers \
+                     (e.g. BreakoutNoFrameskip-v4, PongNoFrameskip-v4)";
+        for id in ["NoSuchGameNoFrameskip-v4", "BreakOutNoFrameskip-v4", "Breakout-v5"] {
+            assert_eq!(message("ppo_atari", id), format!("unknown env id '{id}'; {atari}"));
+            assert!(message("ppo", id).starts_with(&format!("unknown env id '{id}'; ppo runs")), "{id}");
+        }
+    }
+
+    #[test]
+    fn another_binarys_id_names_that_binary() {
+        assert_eq!(
+            message("ppo", "BreakoutNoFrameskip-v4"),
+            "ppo cannot run BreakoutNoFrameskip-v4 (an Atari game): run it with ppo_atari; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0"
+        );
+        assert!(message("ppo_atari", "CartPole-v1").starts_with(
+            "ppo_atari cannot run CartPole-v1 (a classic-control env with discrete actions): run it with ppo; ppo_atari runs <Game>"
+        ));
+        assert!(message("ppo_continuous", "Acrobot-v1").contains("run it with ppo; ppo_continuous runs Pendulum-v1,"));
+        // both binaries that run the ressim ids are named
+        assert!(message("ppo", "ResSim-v1")
+            .starts_with("ppo cannot run ResSim-v1 (a reservoir simulation): run it with ppo_continuous or ppo_multilevel;"));
+        assert_eq!(
+            message("ppo_multilevel", "HalfCheetah-v4"),
+            "ppo_multilevel cannot run HalfCheetah-v4 (a MuJoCo env): run it with ppo_continuous; ppo_multilevel runs ResSim-case1, ResSim-v1"
+        );
+    }
+
+    #[test]
+    fn a_binary_checks_its_id_with_its_other_flags() {
+        // each binary's `check_args` returns `Result<(), String>`
+        let check_args = |id: &str| -> Result<(), String> {
+            check_id("ppo", id)?;
+            Ok(())
+        };
+        assert_eq!(check_args("Acrobot-v1"), Ok(()));
+        assert_eq!(check_args("Foo-v0"), Err(message("ppo", "Foo-v0")));
+    }
+
+    #[test]
+    #[should_panic(expected = "envs lists no env ids for binary ppo_typo")]
+    fn a_binary_without_a_row_is_a_bug() {
+        let _ = check_id("ppo_typo", "CartPole-v1");
+    }
+
+    #[test]
+    fn the_table_names_the_ids_envs_makes_and_nothing_else() {
+        let known: Vec<&str> = crate::KNOWN_ENVS.iter().map(|(id, _)| *id).chain(ressim::IDS).collect();
+        for family in &FAMILIES {
+            if let Ids::Listed(ids) = family.ids {
+                assert!(ids.iter().all(|id| known.contains(id)), "{ids:?}");
+            }
+            assert!(BINARIES.iter().any(|(_, families)| families.iter().any(|f| f.what == family.what)), "no binary runs {}", family.what);
+        }
+        for id in known {
+            assert!(FAMILIES.iter().any(|f| f.contains(id)), "{id} is in no family");
+        }
+        // the examples in the Atari line are games
+        assert!(ATARI.contains("BreakoutNoFrameskip-v4") && ATARI.contains("PongNoFrameskip-v4"));
+    }
+
+    /// Every row is a binary of the workspace, and every binary that calls `check_id` has a row.
+    #[test]
+    fn the_rows_are_the_binaries() {
+        let bin_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../src/bin");
+        for (bin, _) in BINARIES {
+            assert!(bin_dir.join(format!("{bin}.rs")).exists(), "{bin} is not in {}", bin_dir.display());
+        }
+        for entry in std::fs::read_dir(&bin_dir).expect("the workspace's src/bin") {
+            let path = entry.expect("a directory entry").path();
+            let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+            let calls = std::fs::read_to_string(&path).is_ok_and(|src| src.contains("check_id(env!(\"CARGO_BIN_NAME\")"));
+            assert!(!calls || BINARIES.iter().any(|(bin, _)| *bin == name), "{name} calls check_id but has no row");
+        }
+    }
+}

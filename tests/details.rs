@@ -1,0 +1,410 @@
+//! The implementation-detail tags in `src/bin/*.rs` (`// Core 7: ...`, also `///` and at the end
+//! of a code line; `//!` headers do not count) against the numbered details:
+//! - every tag names a detail that exists (a typo guard);
+//! - every variant carries the tags of its own details and those of its ancestors
+//!   (`OWN` below, family tree in `diffs/family.txt`);
+//! - `docs/details.md`, the index of where each detail is tagged, is current.
+//!
+//! `scripts/update-details` runs these tests with `UPDATE_DOCS=1`, which makes them write
+//! `docs/details.md` (and `tests/readme.rs` the README's variants figures) instead of failing.
+//!
+//! A tag is a category name followed by a number of one or two digits (`Atari 2600` is no tag).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The numbered details of "The 37 Implementation Details of PPO" (number = position), named as
+/// in the project's index of the article; its four situational details are Aux 1-4. The Multilevel
+/// details are numbered and named in the header of `src/bin/ppo_multilevel.rs` instead.
+const ARTICLE: &[(&str, &[&str])] = &[
+    (
+        "Core",
+        &[
+            "vectorized architecture (N envs, fixed-length M-step segments, next_obs/next_done carry-over)",
+            "orthogonal weight init (gain sqrt 2 hidden, 0.01 policy head, 1.0 value head), zero biases",
+            "Adam epsilon 1e-5",
+            "learning-rate annealing (linear to 0)",
+            "GAE (value bootstrap on non-terminal, returns = advantages + values)",
+            "shuffled mini-batch updates covering the whole batch each epoch",
+            "per-minibatch advantage normalization",
+            "clipped surrogate objective",
+            "value-function loss clipping",
+            "overall loss with entropy bonus (one optimizer)",
+            "global gradient-norm clipping (0.5)",
+            "debug variables (policy_loss, value_loss, entropy, clipfrac, old_approx_kl, approx_kl, explained_variance)",
+            "shared vs separate policy/value networks",
+        ],
+    ),
+    (
+        "Atari",
+        &[
+            "NoopResetEnv (up to 30 no-ops)",
+            "MaxAndSkipEnv (skip 4, max over last two frames, summed reward)",
+            "EpisodicLifeEnv (life loss ends the training episode)",
+            "FireResetEnv (press FIRE on reset where the game needs it)",
+            "WarpFrame (grayscale, resize 84x84)",
+            "ClipRewardEnv (sign of reward)",
+            "FrameStack (4)",
+            "shared Nature-CNN trunk for policy and value",
+            "scale pixels to [0, 1]",
+        ],
+    ),
+    (
+        "Continuous",
+        &[
+            "Normal action distribution",
+            "state-independent log std, initialized to 0",
+            "independent action components (log-probs and entropies summed)",
+            "separate policy and value MLPs",
+            "clip actions to the valid range for the env, store the unclipped sample",
+            "observation normalization (running mean/var)",
+            "observation clipping (±10)",
+            "reward scaling (divide by std of discounted return)",
+            "reward clipping (±10)",
+        ],
+    ),
+    (
+        "LSTM",
+        &[
+            "LSTM layer init (orthogonal gain 1.0, zero biases)",
+            "zero initial hidden and cell state",
+            "reset the state where an episode ended (done mask applied before each step)",
+            "minibatches made of whole env sequences, in time order",
+            "reconstruct states during training from the state saved before the rollout",
+        ],
+    ),
+    ("MultiDiscrete", &["independent categorical per component (log-probs and entropies summed)"]),
+    (
+        "Aux",
+        &[
+            "clip-range annealing",
+            "parallelized gradient update",
+            "early stopping on target KL",
+            "invalid action masking (logits of invalid actions replaced before the softmax)",
+        ],
+    ),
+];
+
+const MULTILEVEL: &str = "Multilevel";
+const MULTILEVEL_FILE: &str = "src/bin/ppo_multilevel.rs";
+const CATEGORIES: [&str; 7] = ["Core", "Atari", "Continuous", "LSTM", "MultiDiscrete", "Aux", MULTILEVEL];
+
+/// Ranges of details: (category, first, last).
+type Ranges = &'static [(&'static str, u32, u32)];
+
+/// The details each variant adds to its parent's.
+const OWN: &[(&str, Ranges)] = &[
+    ("ppo", &[("Core", 1, 13), ("Aux", 3, 3)]),
+    ("ppo_atari", &[("Atari", 1, 9)]),
+    ("ppo_continuous", &[("Continuous", 1, 9)]),
+    ("ppo_multilevel", &[(MULTILEVEL, 1, 6)]),
+    ("ppo_lstm", &[("LSTM", 1, 5)]),
+    ("ppo_multidiscrete_mask", &[("MultiDiscrete", 1, 1), ("Aux", 4, 4)]),
+];
+
+type Detail = (&'static str, u32);
+
+fn update_mode() -> bool {
+    std::env::var_os("UPDATE_DOCS").is_some_and(|v| v == "1")
+}
+
+/// (parent, child) pairs of `diffs/family.txt`, in file order.
+fn family() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string("diffs/family.txt").expect("diffs/family.txt");
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next().expect("parent").to_string(), it.next().expect("child").to_string())
+        })
+        .collect()
+}
+
+/// The family's binaries, root first, then the children in `diffs/family.txt`'s order.
+fn family_order() -> Vec<String> {
+    let fam = family();
+    let mut order: Vec<String> = Vec::new();
+    for (p, _) in &fam {
+        if !fam.iter().any(|(_, c)| c == p) && !order.contains(p) {
+            order.push(p.clone());
+        }
+    }
+    order.extend(fam.into_iter().map(|(_, c)| c));
+    order
+}
+
+/// Number → name of every detail: the article's, and the Multilevel ones from the numbered list
+/// (`//!   N. name`, continuation lines indented) in the header of `src/bin/ppo_multilevel.rs`.
+fn catalogue() -> BTreeMap<Detail, String> {
+    let mut all = BTreeMap::new();
+    for (cat, names) in ARTICLE {
+        for (i, name) in names.iter().enumerate() {
+            all.insert((*cat, i as u32 + 1), name.to_string());
+        }
+    }
+    if let Ok(src) = std::fs::read_to_string(MULTILEVEL_FILE) {
+        let mut items: Vec<(u32, String)> = Vec::new();
+        for line in src.lines().take_while(|l| l.starts_with("//!")) {
+            let body = line.trim_start_matches("//!").trim();
+            let numbered = body.split_once(". ").and_then(|(n, rest)| Some((n.parse::<u32>().ok()?, rest)));
+            match (numbered, items.last_mut()) {
+                (Some((n, rest)), _) => items.push((n, rest.to_string())),
+                (None, Some(last)) if !body.is_empty() && line.starts_with("//!    ") => {
+                    last.1.push(' ');
+                    last.1.push_str(body);
+                }
+                (None, Some(_)) => break,
+                (None, None) => {}
+            }
+        }
+        let numbers: Vec<u32> = items.iter().map(|(n, _)| *n).collect();
+        assert!(
+            !items.is_empty() && numbers == (1..=items.len() as u32).collect::<Vec<_>>(),
+            "{MULTILEVEL_FILE}'s header must list the {MULTILEVEL} details as a numbered list 1, 2, ... (`//!   1. name`); found {numbers:?}"
+        );
+        for (n, name) in items {
+            all.insert((MULTILEVEL, n), name);
+        }
+    }
+    all
+}
+
+/// The `//` and `///` comments of a Rust source (not `//!`), with their 1-based line numbers;
+/// string, raw string and char literals and block comments are skipped.
+fn line_comments(src: &str) -> Vec<(usize, &str)> {
+    let b = src.as_bytes();
+    let (mut i, mut line, mut out) = (0, 1, Vec::new());
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    while i < b.len() {
+        match b[i] {
+            b'\n' => {
+                line += 1;
+                i += 1;
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                let end = src[i..].find('\n').map_or(b.len(), |e| i + e);
+                let text = &src[i + 2..end];
+                if !text.starts_with('!') {
+                    out.push((line, text.trim_start_matches('/')));
+                }
+                i = end;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let end = src[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
+                line += src[i..end].matches('\n').count();
+                i = end;
+            }
+            b'r' if (i == 0 || !ident(b[i - 1])) && matches!(b.get(i + 1), Some(b'"' | b'#')) => {
+                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+                if b.get(i + 1 + hashes) != Some(&b'"') {
+                    i += 1;
+                    continue;
+                }
+                let close = format!("\"{}", "#".repeat(hashes));
+                let start = i + 2 + hashes;
+                let end = src[start..].find(&close).map_or(b.len(), |e| start + e + close.len());
+                line += src[i..end].matches('\n').count();
+                i = end;
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\n' {
+                        line += 1;
+                    }
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'\'' => {
+                // a char literal ('x', '\n', '±') is skipped; a lifetime ('a) is not one
+                let rest = &src[i + 1..];
+                let len = match rest.strip_prefix('\\') {
+                    Some(escaped) => escaped.get(1..).and_then(|e| e.find('\'')).map(|e| e + 2),
+                    None => rest.chars().next().map(char::len_utf8),
+                };
+                i += match len {
+                    Some(len) if rest.as_bytes().get(len) == Some(&b'\'') => len + 2,
+                    _ => 1,
+                };
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// The tags in a comment: a category name (not inside a word) followed by a one- or two-digit number.
+fn mentions(comment: &str) -> Vec<Detail> {
+    let mut found = Vec::new();
+    for cat in CATEGORIES {
+        for (at, _) in comment.match_indices(cat) {
+            let before_ok = comment[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
+            let Some(rest) = comment[at + cat.len()..].strip_prefix(' ') else { continue };
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            if before_ok && (1..=2).contains(&digits) {
+                found.push((cat, rest[..digits].parse().expect("digits")));
+            }
+        }
+    }
+    found
+}
+
+struct Tag {
+    file: String,
+    line: usize,
+    detail: Detail,
+}
+
+/// Every tag in every `src/bin/*.rs`, by binary name.
+fn tags() -> BTreeMap<String, Vec<Tag>> {
+    let mut all = BTreeMap::new();
+    for entry in std::fs::read_dir("src/bin").expect("src/bin") {
+        let path = entry.expect("dir entry").path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let bin = path.file_stem().expect("file name").to_string_lossy().into_owned();
+        let file = format!("{bin}.rs");
+        let src = std::fs::read_to_string(&path).expect("source file");
+        let found: Vec<Tag> = line_comments(&src)
+            .into_iter()
+            .flat_map(|(line, text)| mentions(text).into_iter().map(move |detail| (line, detail)))
+            .map(|(line, detail)| Tag { file: file.clone(), line, detail })
+            .collect();
+        all.insert(bin, found);
+    }
+    all
+}
+
+/// Binaries in index order: the family's (root first, as in `diffs/family.txt`) that exist, then
+/// any other binary with at least one tag.
+fn columns(tags: &BTreeMap<String, Vec<Tag>>) -> Vec<String> {
+    let fam = family_order();
+    let others = tags.iter().filter(|(b, t)| !t.is_empty() && !fam.contains(b)).map(|(b, _)| b.clone());
+    fam.iter().filter(|b| tags.contains_key(*b)).cloned().chain(others).collect()
+}
+
+fn render() -> String {
+    let (details, tags) = (catalogue(), tags());
+    let cols = columns(&tags);
+    let mut md = String::from(
+        "# Where each implementation detail is implemented\n\n\
+         <!-- Generated by scripts/update-details from the tags in src/bin/*.rs; tests/details.rs fails while it is stale. -->\n\n\
+         Every implementation detail is tagged where it acts by a comment naming it\n\
+         (`// Core 7: per-minibatch advantage normalization`); here, per detail, every tagged line of\n\
+         each binary. Numbers and names: the index of \"The 37 Implementation Details of PPO\" (Core,\n\
+         Atari, Continuous, LSTM, MultiDiscrete; its four situational details are Aux 1–4), and for\n\
+         Multilevel the header of `src/bin/ppo_multilevel.rs`. A table has a column for each binary\n\
+         with a tag of its category; an empty cell: that binary does not implement the detail.\n\
+         `tests/details.rs` also checks that each variant carries the tags of its own details and of\n\
+         its parent's (`diffs/family.txt`).\n",
+    );
+    for cat in CATEGORIES {
+        let rows: Vec<(&Detail, &String)> = details.iter().filter(|((c, _), _)| *c == cat).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        md += &format!("\n## {cat}\n\n");
+        // a column for each binary with a tag of this category
+        let cols: Vec<&String> = cols.iter().filter(|b| tags[*b].iter().any(|t| t.detail.0 == cat)).collect();
+        if cols.is_empty() {
+            md += "Not implemented yet:\n\n";
+            for ((c, n), name) in rows {
+                md += &format!("- {c} {n}: {name}\n");
+            }
+            continue;
+        }
+        md += "| detail |";
+        for col in &cols {
+            md += &format!(" `{col}` |");
+        }
+        md += &format!("\n|---|{}\n", "---|".repeat(cols.len()));
+        for (&(c, n), name) in rows {
+            md += &format!("| {c} {n}: {name} |");
+            for col in &cols {
+                let links: Vec<String> = tags[*col]
+                    .iter()
+                    .filter(|t| t.detail == (c, n))
+                    .map(|t| format!("[{f}:{l}](../src/bin/{f}#L{l})", f = t.file, l = t.line))
+                    .collect();
+                md += &format!(" {} |", links.join(", "));
+            }
+            md.push('\n');
+        }
+    }
+    md
+}
+
+#[test]
+fn only_line_and_doc_comments_hold_tags() {
+    let src = "//! Core 1: a header\n\
+               let s = \"// Core 2: in a string\"; // Core 3: a tag\n\
+               /// Core 4: a doc comment\n\
+               let c = '\"'; let q = '\\''; // the Atari 2600; Aux 1 and Continuous 10\n\
+               let r = r#\"// Core 5 \"# ; /* Core 6 */ let x: &'static str = \"\";\n";
+    let found: Vec<(usize, Detail)> =
+        line_comments(src).into_iter().flat_map(|(l, t)| mentions(t).into_iter().map(move |d| (l, d))).collect();
+    assert_eq!(found, [(2, ("Core", 3)), (3, ("Core", 4)), (4, ("Continuous", 10)), (4, ("Aux", 1))]);
+}
+
+#[test]
+fn the_article_has_37_details_and_4_auxiliary_ones() {
+    let counts: Vec<(&str, usize)> = ARTICLE.iter().map(|(c, names)| (*c, names.len())).collect();
+    assert_eq!(counts, [("Core", 13), ("Atari", 9), ("Continuous", 9), ("LSTM", 5), ("MultiDiscrete", 1), ("Aux", 4)]);
+}
+
+#[test]
+fn tags_name_existing_details() {
+    let details = catalogue();
+    let bad: Vec<String> = tags()
+        .values()
+        .flatten()
+        .filter(|t| !details.contains_key(&t.detail))
+        .map(|t| format!("src/bin/{}:{}: `{} {}` is not a numbered detail", t.file, t.line, t.detail.0, t.detail.1))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{}\n(the details: tests/details.rs's ARTICLE, after \"The 37 Implementation Details of PPO\", and the numbered list in {MULTILEVEL_FILE}'s header)",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn variants_carry_their_tags() {
+    let (details, tags, fam) = (catalogue(), tags(), family());
+    let own = |bin: &str| -> Vec<Detail> {
+        let (_, ranges) = OWN.iter().find(|(b, _)| *b == bin).unwrap_or_else(|| panic!("{bin} (diffs/family.txt) has no entry in OWN"));
+        ranges.iter().flat_map(|&(cat, lo, hi)| (lo..=hi).map(move |n| (cat, n))).collect()
+    };
+    let mut missing = Vec::new();
+    for bin in family_order() {
+        let Some(found) = tags.get(&bin) else { continue };
+        let mut required = BTreeSet::new();
+        let mut cur = Some(bin.clone());
+        while let Some(b) = cur {
+            required.extend(own(&b));
+            cur = fam.iter().find(|(_, c)| *c == b).map(|(p, _)| p.clone());
+        }
+        for d in required {
+            if !found.iter().any(|t| t.detail == d) {
+                let name = details.get(&d).map_or("(not in the catalogue)", String::as_str);
+                missing.push(format!("src/bin/{bin}.rs ({bin}) lacks a tag for {} {}: {name}", d.0, d.1));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{}\n(tag each detail where it acts: `// Category N: name`)", missing.join("\n"));
+}
+
+#[test]
+fn details_index_is_current() {
+    let (path, want) = ("docs/details.md", render());
+    if update_mode() {
+        if std::fs::read_to_string(path).ok().as_deref() != Some(&want) {
+            std::fs::write(path, &want).expect("write docs/details.md");
+            eprintln!("wrote {path}");
+        }
+        return;
+    }
+    let have = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(have == want, "{path} is missing or stale; run scripts/update-details");
+}
