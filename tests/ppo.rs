@@ -58,6 +58,18 @@ fn bad_input_is_one_line_and_exit_code_2() {
     );
 }
 
+/// A run whose loss stops being finite (a legal but absurd value-loss coefficient) ends with one
+/// line naming the loss terms and exit code 1, and keeps the metrics it logged.
+#[test]
+fn a_non_finite_loss_is_one_line_and_exit_code_1_with_metrics_kept() {
+    let r = run(BIN, &["--vf-coef", "1e308", "--total-timesteps", "2048"]);
+    let stderr = r.stderr();
+    assert_eq!(r.output.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("non-finite at update 1") && stderr.contains("value loss"), "{stderr}");
+    assert_eq!(r.csv("updates.csv").rows.len(), 1, "the failing update's metrics are kept");
+}
+
 /// CleanRL's defaults solve CartPole-v1: mean return >= 475 over the last 20 episodes within
 /// 500k steps, for at least 2 of seeds 1, 2, 3. The same runs check ratio == 1 on every update
 /// and approx_kl < 0.02 over the first 50, with default hyperparameters.

@@ -114,6 +114,18 @@ pub struct AtariEnv {
 // The emulator is only ever used by the thread that owns the env.
 unsafe impl Send for AtariEnv {}
 
+/// ALE 0.6 is not thread-safe while it builds a console: every `loadROM` writes the process-wide
+/// `Cartridge::myAboutString` (Cart.cxx, `Cartridge::create`) and reads it back (Console.cxx), and
+/// two loads at once can free its buffer twice (heap corruption, then SIGSEGV or SIGABRT).
+/// `VecEnv::reset(Some(seed))` reloads the ROM of every env (as ale-py does to apply a seed), on
+/// several threads when `--env-threads` > 1, so every `ALE_new` / `loadROM` holds this lock.
+/// Stepping (`act`, `getScreenRGB`, ...) touches only the env's own emulator and stays unlocked.
+static ALE_LOAD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn ale_load_lock() -> std::sync::MutexGuard<'static, ()> {
+    ALE_LOAD.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 impl AtariEnv {
     /// Loads the game of `env_id` from `rom_dir()`; errors name the game and the fix.
     pub fn new(env_id: &str) -> Result<AtariEnv, EnvError> {
@@ -137,6 +149,7 @@ impl AtariEnv {
 
     fn load(path: &Path) -> Result<AtariEnv, EnvError> {
         let rom = CString::new(path.to_string_lossy().as_bytes()).map_err(|_| EnvError(format!("bad ROM path {}", path.display())))?;
+        let _load = ale_load_lock();
         unsafe {
             setLoggerMode(2); // errors only: no banner per emulator
             let ale = ALE_new();
@@ -181,6 +194,7 @@ impl Env for AtariEnv {
     fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
         if let Some(seed) = seed {
             // as ale-py: a new seed reloads the game with it
+            let _load = ale_load_lock();
             unsafe {
                 let key = CString::new("random_seed").expect("no NUL");
                 setInt(self.ale, key.as_ptr(), (seed % i32::MAX as u64) as i32);

@@ -759,7 +759,7 @@ impl RunLog {
     /// Appends one row of (column, value) pairs (the header first), flushes, shows progress.
     fn update(&mut self, row: &[(&str, f64)], num_iterations: usize) {
         if let Err(e) = self.write(row) {
-            self.fail(format!("cannot write {}: {e}", self.dir.display()));
+            self.fail(format!("cannot write the metrics: {e}"));
         }
         self.rows += 1;
         let get = |name: &str| row.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
@@ -856,11 +856,7 @@ fn unit_interval(s: &str) -> Result<f64, String> {
 /// `--exp-name` names a directory inside runs/, so it is a plain name.
 fn plain_name(s: &str) -> Result<String, String> {
     let plain = !s.is_empty() && !s.contains(['/', '\\']) && !s.contains("..");
-    if plain {
-        Ok(s.to_string())
-    } else {
-        Err("must be a plain name, without '/', '\\' or '..'".into())
-    }
+    plain.then(|| s.to_string()).ok_or_else(|| "must be a plain name, without '/', '\\' or '..'".into())
 }
 
 /// Prints one line and exits: 2 for bad input, 1 for failures while running.

@@ -34,8 +34,9 @@ impl Run {
     pub fn assert_ok(&self) -> &Self {
         assert!(
             self.output.status.success(),
-            "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-            self.output.status.code(),
+            // the status itself: a signal (SIGSEGV, SIGABRT) shows, where code() is None
+            "{}\nstdout:\n{}\nstderr:\n{}",
+            self.output.status,
             String::from_utf8_lossy(&self.output.stdout),
             self.stderr()
         );
