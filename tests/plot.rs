@@ -20,7 +20,24 @@ fn plot_draws_png_from_runs() {
     let png = std::fs::read(&out).expect("PNG written");
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "{} bytes", png.len());
 
-    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_plot")).arg(a.workdir.path().join("nope")).output().expect("plot starts");
-    assert_eq!(missing.status.code(), Some(2));
-    assert_eq!(String::from_utf8_lossy(&missing.stderr).trim_end().lines().count(), 1);
+    // bad input: exit code 2, one line naming the problem, no PNG written
+    let dir = a.dir();
+    let (run, nope) = (dir.to_str().expect("a UTF-8 path"), a.workdir.path().join("nope"));
+    let bad: &[(&[&str], &str)] = &[
+        (&[nope.to_str().expect("a UTF-8 path")], "args.json"),
+        (&[run, "--window", "0"], "'0' for '--window"),
+        (&[run, "--points", "1"], "'1' for '--points"),
+        (&[run, "--x-axis", "minutes"], "'minutes' for '--x-axis"),
+        (&[run, "--no-such-flag"], "--no-such-flag"),
+        (&[], "<RUNS>"),
+    ];
+    for (args, needle) in bad {
+        let out = a.workdir.path().join("bad.png");
+        let r = std::process::Command::new(env!("CARGO_BIN_EXE_plot")).args(*args).arg("--out").arg(&out).output().expect("plot starts");
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(needle) && !stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!out.exists(), "{args:?}: a PNG was written");
+    }
 }

@@ -16,10 +16,14 @@ enum Ids {
     AtariV4,
 }
 
-const CLASSIC_DISCRETE: Family =
-    Family { what: "a classic-control env with discrete actions", ids: Ids::Listed(&["CartPole-v1", "Acrobot-v1", "MountainCar-v0"]) };
-const CLASSIC_CONTINUOUS: Family =
-    Family { what: "a classic-control env with continuous actions", ids: Ids::Listed(&["Pendulum-v1", "MountainCarContinuous-v0"]) };
+const CLASSIC_DISCRETE: Family = Family {
+    what: "a classic-control env with discrete actions",
+    ids: Ids::Listed(&["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "CartPoleNoVel-v1", "MountainCarNoVel-v0"]),
+};
+const CLASSIC_CONTINUOUS: Family = Family {
+    what: "a classic-control env with continuous actions",
+    ids: Ids::Listed(&["Pendulum-v1", "MountainCarContinuous-v0", "PendulumNoVel-v1", "MountainCarContinuousNoVel-v0"]),
+};
 const MUJOCO: Family = Family { what: "a MuJoCo env", ids: Ids::Listed(&mujoco::IDS) };
 const RESSIM: Family = Family { what: "a reservoir simulation", ids: Ids::Listed(&ressim::IDS) };
 const ATARI: Family = Family { what: "an Atari game", ids: Ids::AtariV4 };
@@ -111,9 +115,12 @@ mod tests {
 
     #[test]
     fn unknown_ids_list_the_binarys_own() {
-        assert_eq!(message("ppo", "Foo-v0"), "unknown env id 'Foo-v0'; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0");
+        assert_eq!(
+            message("ppo", "Foo-v0"),
+            "unknown env id 'Foo-v0'; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0, CartPoleNoVel-v1, MountainCarNoVel-v0"
+        );
         assert_eq!(message("ppo_multilevel", "ResSim-v9"), "unknown env id 'ResSim-v9'; ppo_multilevel runs ResSim-case1, ResSim-v1");
-        let continuous = "ppo_continuous runs Pendulum-v1, MountainCarContinuous-v0, HalfCheetah-v4, Hopper-v4, Walker2d-v4, \
+        let continuous = "ppo_continuous runs Pendulum-v1, MountainCarContinuous-v0, PendulumNoVel-v1, MountainCarContinuousNoVel-v0, HalfCheetah-v4, Hopper-v4, Walker2d-v4, \
                           InvertedPendulum-v4, ResSim-case1, ResSim-v1";
         assert_eq!(message("ppo_continuous", "NoSuchEnv-v9"), format!("unknown env id 'NoSuchEnv-v9'; {continuous}"));
     }
@@ -132,7 +139,7 @@ mod tests {
     fn another_binarys_id_names_that_binary() {
         assert_eq!(
             message("ppo", "BreakoutNoFrameskip-v4"),
-            "ppo cannot run BreakoutNoFrameskip-v4 (an Atari game): run it with ppo_atari; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0"
+            "ppo cannot run BreakoutNoFrameskip-v4 (an Atari game): run it with ppo_atari; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0, CartPoleNoVel-v1, MountainCarNoVel-v0"
         );
         assert!(message("ppo_atari", "CartPole-v1").starts_with(
             "ppo_atari cannot run CartPole-v1 (a classic-control env with discrete actions): run it with ppo; ppo_atari runs <Game>"

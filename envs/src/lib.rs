@@ -34,6 +34,10 @@ pub const KNOWN_ENVS: &[(&str, u32)] = &[
     ("Hopper-v4", 1000),
     ("Walker2d-v4", 1000),
     ("InvertedPendulum-v4", 1000),
+    ("CartPoleNoVel-v1", 500),
+    ("MountainCarNoVel-v0", 200),
+    ("PendulumNoVel-v1", 200),
+    ("MountainCarContinuousNoVel-v0", 999),
 ];
 
 /// Why an environment could not be made: a one-line message that names the fix.
@@ -63,6 +67,13 @@ impl From<EnvError> for String {
     }
 }
 
+/// rl-baselines3-zoo's `MaskVelocityWrapper` (its `<Env>NoVel-v<N>` ids): the observation times a
+/// 0/1 mask that hides the velocities, a partially observed task for recurrent policies. Same
+/// arithmetic: a negative velocity reads -0.0, as numpy's `observation * mask` gives.
+fn no_velocity(indices: &'static [usize]) -> impl Fn(&mut [f32]) + Send {
+    move |obs: &mut [f32]| indices.iter().for_each(|&i| obs[i] *= 0.0)
+}
+
 /// `gym.make(id)`: the environment inside its `TimeLimit`, as gymnasium registers it.
 /// The ressim configurations (`ResSim-case1`, `ResSim-v1`) come on their finest level, with
 /// no time limit (their episodes end after 5 control steps); `ressim::make` gives other levels.
@@ -77,6 +88,12 @@ pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
         "MountainCar-v0" => Box::new(TimeLimit::new(MountainCar::new(), max_steps)),
         "Pendulum-v1" => Box::new(TimeLimit::new(Pendulum::new(), max_steps)),
         "MountainCarContinuous-v0" => Box::new(TimeLimit::new(MountainCarContinuous::new(), max_steps)),
+        "CartPoleNoVel-v1" => Box::new(TimeLimit::new(TransformObservation::new(CartPole::new(), no_velocity(&[1, 3])), max_steps)),
+        "MountainCarNoVel-v0" => Box::new(TimeLimit::new(TransformObservation::new(MountainCar::new(), no_velocity(&[1])), max_steps)),
+        "PendulumNoVel-v1" => Box::new(TimeLimit::new(TransformObservation::new(Pendulum::new(), no_velocity(&[2])), max_steps)),
+        "MountainCarContinuousNoVel-v0" => {
+            Box::new(TimeLimit::new(TransformObservation::new(MountainCarContinuous::new(), no_velocity(&[1])), max_steps))
+        }
         id if mujoco::IDS.contains(&id) => Box::new(TimeLimit::new(mujoco::MujocoEnv::new(id)?, max_steps)),
         _ => unreachable!("every id in KNOWN_ENVS has a constructor"),
     })

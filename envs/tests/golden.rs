@@ -89,3 +89,43 @@ fn mountain_car_continuous_matches_gymnasium() {
         env
     });
 }
+
+/// rl-baselines3-zoo's velocity-masked ids are the env above (bit-exact against gymnasium) with
+/// the velocity entries multiplied by 0 (numpy's `observation * mask`: -0.0 where a velocity is
+/// negative); rewards, flags and episodes unchanged. Same seed and actions through `envs::make`.
+#[test]
+fn velocity_masked_envs_are_the_golden_envs_with_velocities_zeroed() {
+    let cases: [(&str, &str, &[usize]); 4] = [
+        ("CartPoleNoVel-v1", "CartPole-v1", &[1, 3]),
+        ("MountainCarNoVel-v0", "MountainCar-v0", &[1]),
+        ("PendulumNoVel-v1", "Pendulum-v1", &[2]),
+        ("MountainCarContinuousNoVel-v0", "MountainCarContinuous-v0", &[1]),
+    ];
+    for (id, base_id, hidden) in cases {
+        let (mut env, mut base) = (envs::make(id).expect(id), envs::make(base_id).expect(base_id));
+        assert_eq!(env.observation_space(), base.observation_space(), "{id}: rl-zoo keeps the space");
+        let dim = env.observation_space().flat_dim();
+        let (mut obs, mut base_obs) = (vec![0f32; dim], vec![0f32; dim]);
+        let masked = |base_obs: &[f32]| -> Vec<u32> {
+            base_obs.iter().enumerate().map(|(i, &x)| if hidden.contains(&i) { (x * 0.0).to_bits() } else { x.to_bits() }).collect()
+        };
+        let (mut episodes, mut negative_zero) = (0, false);
+        env.reset(Some(7), &mut obs);
+        base.reset(Some(7), &mut base_obs);
+        for t in 0..1500u32 {
+            assert_eq!(obs.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), masked(&base_obs), "{id} step {t}");
+            negative_zero |= hidden.iter().any(|&i| obs[i].to_bits() == (-0f32).to_bits());
+            let (a, c) = ([(t * 7 % 3 % 2) as i64], [((t * 37 % 11) as f32 - 5.0) / 2.0]); // some actions out of bounds
+            let action = |d: bool| if d { Action::Discrete(&a) } else { Action::Continuous(&c) };
+            let discrete = matches!(env.action_space(), envs::Space::Discrete(_));
+            let (s, b) = (env.step(action(discrete), &mut obs), base.step(action(discrete), &mut base_obs));
+            assert_eq!((s.reward, s.terminated, s.truncated), (b.reward, b.terminated, b.truncated), "{id} step {t}");
+            if s.terminated || s.truncated {
+                episodes += 1;
+                env.reset(None, &mut obs);
+                base.reset(None, &mut base_obs);
+            }
+        }
+        assert!(episodes >= 1 && negative_zero, "{id}: {episodes} episodes, a negative velocity seen: {negative_zero}");
+    }
+}

@@ -23,10 +23,10 @@ struct Args {
     #[arg(long, default_value = "curves.png")]
     out: PathBuf,
     /// episodes averaged into each point of a run's curve
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     window: usize,
     /// points on the common global-step grid used to average seeds
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..))]
     points: usize,
     /// what the x axis shows: global steps, or seconds of collection and learning so far
     #[arg(long, value_enum, default_value = "steps")]
@@ -112,11 +112,15 @@ fn interpolate(points: &[(f64, f64)], x: f64) -> Option<f64> {
 }
 
 fn main() {
-    let args = Args::parse();
     let fail = |msg: String| -> ! {
         eprintln!("error: {msg}");
         std::process::exit(2)
     };
+    let args = Args::try_parse().unwrap_or_else(|e| match e.kind() {
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
+        // clap's first paragraph (the error and the allowed values), without its usage lines
+        _ => fail(e.to_string().split("\n\n").next().unwrap_or_default().trim_start_matches("error: ").replace("\n  ", " ")),
+    });
     let font = std::fs::read(&args.font).unwrap_or_else(|e| {
         fail(format!("cannot read font {} ({e}); install Debian's fonts-dejavu-core or pass --font", args.font.display()))
     });

@@ -42,7 +42,7 @@ struct Args {
     /// save the weights to the run directory, then evaluate them for 10 episodes
     #[arg(long, default_value_t = false)]
     save_model: bool,
-    /// the id of the environment (CartPole-v1, Acrobot-v1, MountainCar-v0)
+    /// the id of the environment (CartPole-v1, Acrobot-v1, MountainCar-v0; velocity-masked: CartPoleNoVel-v1, MountainCarNoVel-v0)
     #[arg(long, default_value = "CartPole-v1")]
     env_id: String,
     /// total timesteps of the experiment

@@ -441,7 +441,7 @@ fn main() {
                 let entropy_loss = entropy.mean(Kind::Float);
                 let loss: Tensor = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
 
-                (batch.sign * &loss).backward();
+                (batch.sign * &loss).backward(); // adds to the gradients of the terms before it
                 mlmc_loss = tch::no_grad(|| mlmc_loss + batch.sign * &loss);
                 if batch.index == fine {
                     clipfracs.push(clipfrac);
