@@ -10,6 +10,8 @@
 //!
 //! A tag is a category name followed by a number of one or two digits (`Atari 2600` is no tag).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The numbered details of "The 37 Implementation Details of PPO" (number = position), named as
@@ -107,21 +109,9 @@ fn update_mode() -> bool {
     std::env::var_os("UPDATE_DOCS").is_some_and(|v| v == "1")
 }
 
-/// (parent, child) pairs of `diffs/family.txt`, in file order.
-fn family() -> Vec<(String, String)> {
-    let text = std::fs::read_to_string("diffs/family.txt").expect("diffs/family.txt");
-    text.lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            let mut it = l.split_whitespace();
-            (it.next().expect("parent").to_string(), it.next().expect("child").to_string())
-        })
-        .collect()
-}
-
 /// The family's binaries, root first, then the children in `diffs/family.txt`'s order.
 fn family_order() -> Vec<String> {
-    let fam = family();
+    let fam = common::family();
     let mut order: Vec<String> = Vec::new();
     for (p, _) in &fam {
         if !fam.iter().any(|(_, c)| c == p) && !order.contains(p) {
@@ -371,7 +361,7 @@ fn tags_name_existing_details() {
 
 #[test]
 fn variants_carry_their_tags() {
-    let (details, tags, fam) = (catalogue(), tags(), family());
+    let (details, tags, fam) = (catalogue(), tags(), common::family());
     let own = |bin: &str| -> Vec<Detail> {
         let (_, ranges) = OWN.iter().find(|(b, _)| *b == bin).unwrap_or_else(|| panic!("{bin} (diffs/family.txt) has no entry in OWN"));
         ranges.iter().flat_map(|&(cat, lo, hi)| (lo..=hi).map(move |n| (cat, n))).collect()

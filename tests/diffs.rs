@@ -1,19 +1,10 @@
 //! `diffs/<child>.diff` must be the current unified diff of each variant against its parent
 //! (family tree in `diffs/family.txt`); regenerate with `scripts/update-diffs`.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
-
-fn family() -> Vec<(String, String)> {
-    let text = std::fs::read_to_string("diffs/family.txt").expect("diffs/family.txt");
-    text.lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            let mut it = l.split_whitespace();
-            (it.next().expect("parent").to_string(), it.next().expect("child").to_string())
-        })
-        .collect()
-}
 
 fn unified_diff(parent: &str, child: &str) -> String {
     let (p, c) = (format!("src/bin/{parent}.rs"), format!("src/bin/{child}.rs"));
@@ -31,7 +22,7 @@ fn family_tree_is_the_documented_one() {
         ("ppo", "ppo_continuous"),
         ("ppo_continuous", "ppo_multilevel"),
     ];
-    let got = family();
+    let got = common::family();
     assert_eq!(got.len(), want.len());
     for ((p, c), (wp, wc)) in got.iter().zip(want) {
         assert_eq!((p.as_str(), c.as_str()), (wp, wc));
@@ -41,7 +32,7 @@ fn family_tree_is_the_documented_one() {
 #[test]
 fn diffs_are_current() {
     let mut stale = Vec::new();
-    for (parent, child) in family() {
+    for (parent, child) in common::family() {
         let file = format!("diffs/{child}.diff");
         let exists = Path::new(&format!("src/bin/{child}.rs")).exists();
         assert!(Path::new(&format!("src/bin/{parent}.rs")).exists() || !exists, "{child} exists but its parent {parent} does not");

@@ -6,19 +6,9 @@
 //! `scripts/update-details` runs this with `UPDATE_DOCS=1`, which rewrites the figures in
 //! README.md instead of failing.
 
-const README: &str = "README.md";
+mod common;
 
-/// (parent, child) pairs of `diffs/family.txt`, in file order.
-fn family() -> Vec<(String, String)> {
-    let text = std::fs::read_to_string("diffs/family.txt").expect("diffs/family.txt");
-    text.lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            let mut it = l.split_whitespace();
-            (it.next().expect("parent").to_string(), it.next().expect("child").to_string())
-        })
-        .collect()
-}
+const README: &str = "README.md";
 
 fn cells(row: &str) -> Vec<String> {
     let inner = row.trim().trim_start_matches('|').trim_end_matches('|');
@@ -41,7 +31,7 @@ fn lines_cell(bin: &str, is_variant: bool) -> String {
 #[test]
 fn variants_table_figures_are_current() {
     let readme = std::fs::read_to_string(README).expect("README.md");
-    let fam = family();
+    let fam = common::family();
     let lines: Vec<&str> = readme.lines().collect();
     let start = lines.iter().position(|l| l.starts_with("| binary |")).expect("README: the variants table (a row starting `| binary |`)");
     let header = cells(lines[start]);

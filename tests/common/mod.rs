@@ -4,6 +4,18 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// (parent, child) pairs of `diffs/family.txt`, in file order.
+pub fn family() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string("diffs/family.txt").expect("diffs/family.txt");
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next().expect("parent").to_string(), it.next().expect("child").to_string())
+        })
+        .collect()
+}
+
 /// Columns that measure time, not behaviour: left out when comparing runs.
 pub const TIMING_COLUMNS: &[&str] = &["charts/SPS", "timing/collection_seconds", "timing/env_seconds", "timing/learning_seconds"];
 
