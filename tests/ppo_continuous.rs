@@ -100,7 +100,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
         BIN,
         &[
             (&["--env-id", "NoSuchEnv-v9"], &[], "NoSuchEnv-v9"),
-            (&["--env-id", "CartPole-v1"], &[], "run it with ppo;"),
+            (&["--env-id", "CartPole-v1"], &[], "run it with ppo or ppo_lstm;"),
             (&["--num-steps", "100", "--num-minibatches", "32"], &[], "divisible"),
             (&[], &[("MUJOCO_DIR", "/nonexistent")], "MuJoCo library /nonexistent/libmujoco.so.3.17.0 not found: run scripts/setup"),
             (&["--env-id", "Hopper-v4"], &[("MUJOCO_ASSETS_DIR", "/nonexistent")], "hopper.xml not found: run scripts/setup"),

@@ -38,6 +38,7 @@ const BINARIES: &[(&str, &[Family])] = &[
     ("ppo_atari", &[ATARI]),
     ("ppo_continuous", &[CLASSIC_CONTINUOUS, MUJOCO, RESSIM]),
     ("ppo_multilevel", &[RESSIM]),
+    ("ppo_lstm", &[ATARI, CLASSIC_DISCRETE]),
 ];
 
 impl Family {
@@ -139,12 +140,12 @@ mod tests {
     fn another_binarys_id_names_that_binary() {
         assert_eq!(
             message("ppo", "BreakoutNoFrameskip-v4"),
-            "ppo cannot run BreakoutNoFrameskip-v4 (an Atari game): run it with ppo_atari; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0, CartPoleNoVel-v1, MountainCarNoVel-v0"
+            "ppo cannot run BreakoutNoFrameskip-v4 (an Atari game): run it with ppo_atari or ppo_lstm; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0, CartPoleNoVel-v1, MountainCarNoVel-v0"
         );
         assert!(message("ppo_atari", "CartPole-v1").starts_with(
-            "ppo_atari cannot run CartPole-v1 (a classic-control env with discrete actions): run it with ppo; ppo_atari runs <Game>"
+            "ppo_atari cannot run CartPole-v1 (a classic-control env with discrete actions): run it with ppo or ppo_lstm; ppo_atari runs <Game>"
         ));
-        assert!(message("ppo_continuous", "Acrobot-v1").contains("run it with ppo; ppo_continuous runs Pendulum-v1,"));
+        assert!(message("ppo_continuous", "Acrobot-v1").contains("run it with ppo or ppo_lstm; ppo_continuous runs Pendulum-v1,"));
         // both binaries that run the ressim ids are named
         assert!(message("ppo", "ResSim-v1")
             .starts_with("ppo cannot run ResSim-v1 (a reservoir simulation): run it with ppo_continuous or ppo_multilevel;"));

@@ -21,7 +21,9 @@ pub use env::{Action, Env, Episode, RecordEpisodeStatistics, Step, TimeLimit};
 pub use ids::check_id;
 pub use spaces::Space;
 pub use vector::{FinishedEpisode, VecEnv};
-pub use wrappers::{ClipAction, NormalizeObservation, NormalizeReward, ObsStats, RunningMeanStd, TransformObservation, TransformReward};
+pub use wrappers::{
+    ClipAction, NormalizeObservation, NormalizeReward, ObsAsF32, ObsStats, RunningMeanStd, TransformObservation, TransformReward,
+};
 
 /// The environment ids `make` knows, with gymnasium's `max_episode_steps` for each.
 pub const KNOWN_ENVS: &[(&str, u32)] = &[

@@ -221,3 +221,31 @@ impl<E: Env, F: Fn(f64) -> f64 + Send> Env for TransformReward<E, F> {
         step
     }
 }
+
+/// u8 observations (Atari pixels) handed on as f32 values 0..=255, so a binary that also runs
+/// float-observation envs holds one kind of `VecEnv` (the network still scales pixels itself).
+pub struct ObsAsF32<E> {
+    inner: E,
+    buf: Vec<u8>,
+}
+
+impl<E: Env<Obs = u8>> ObsAsF32<E> {
+    pub fn new(inner: E) -> Self {
+        let n = inner.observation_space().flat_dim();
+        ObsAsF32 { inner, buf: vec![0; n] }
+    }
+}
+
+impl<E: Env<Obs = u8>> Env for ObsAsF32<E> {
+    type Obs = f32;
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+        self.inner.reset(seed, &mut self.buf);
+        obs.iter_mut().zip(&self.buf).for_each(|(o, &b)| *o = b as f32);
+    }
+    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+        let step = self.inner.step(action, &mut self.buf);
+        obs.iter_mut().zip(&self.buf).for_each(|(o, &b)| *o = b as f32);
+        step
+    }
+}
