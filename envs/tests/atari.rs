@@ -111,3 +111,20 @@ fn every_v4_game_has_its_rom_and_loads() {
         assert!(env.action_space().flat_dim() == 1);
     }
 }
+
+/// `ObsAsF32` hands on the same pixels as f32 (what `ppo_lstm` reads), with the same steps.
+#[test]
+fn obs_as_f32_passes_pixels_on_as_floats() {
+    let (mut pixels, mut floats) =
+        (cleanrl_stack("BreakoutNoFrameskip-v4", vec![]), envs::ObsAsF32::new(cleanrl_stack("BreakoutNoFrameskip-v4", vec![])));
+    assert_eq!(pixels.observation_space(), floats.observation_space());
+    let (mut a, mut b) = (vec![0u8; 4 * FRAME], vec![0f32; 4 * FRAME]);
+    pixels.reset(Some(3), &mut a);
+    floats.reset(Some(3), &mut b);
+    for t in 0..300i64 {
+        assert!(a.iter().zip(&b).all(|(&p, &f)| p as f32 == f), "step {t}");
+        let (s, u) = (pixels.step(Action::Discrete(&[t % 4]), &mut a), floats.step(Action::Discrete(&[t % 4]), &mut b));
+        assert_eq!((s.reward, s.terminated, s.truncated, s.episode), (u.reward, u.terminated, u.truncated, u.episode), "step {t}");
+    }
+    assert!(a.iter().any(|&p| p > 0), "frames are not blank");
+}
