@@ -105,10 +105,6 @@ const OWN: &[(&str, Ranges)] = &[
 
 type Detail = (&'static str, u32);
 
-fn update_mode() -> bool {
-    std::env::var_os("UPDATE_DOCS").is_some_and(|v| v == "1")
-}
-
 /// The family's binaries, root first, then the children in `diffs/family.txt`'s order.
 fn family_order() -> Vec<String> {
     let fam = common::family();
@@ -388,7 +384,7 @@ fn variants_carry_their_tags() {
 #[test]
 fn details_index_is_current() {
     let (path, want) = ("docs/details.md", render());
-    if update_mode() {
+    if common::update_docs() {
         if std::fs::read_to_string(path).ok().as_deref() != Some(&want) {
             std::fs::write(path, &want).expect("write docs/details.md");
             eprintln!("wrote {path}");

@@ -67,7 +67,7 @@ fn variants_table_figures_are_current() {
         }
     }
 
-    if std::env::var_os("UPDATE_DOCS").is_some_and(|v| v == "1") {
+    if common::update_docs() {
         let mut text = fixed.join("\n");
         text.push('\n');
         if text != readme {

@@ -32,7 +32,7 @@ const ATARI: Family = Family { what: "an Atari game", ids: Ids::AtariV4 };
 const FAMILIES: [Family; 5] = [CLASSIC_DISCRETE, CLASSIC_CONTINUOUS, MUJOCO, RESSIM, ATARI];
 
 /// The families each binary runs, keyed by its name (`env!("CARGO_BIN_NAME")`). A new binary
-/// is a row here; new kinds of ids (CartPoleNoVel-v1, MicroRTS) a new `Family` above.
+/// is a row here; a new kind of ids (MicroRTS) a new `Family` above.
 const BINARIES: &[(&str, &[Family])] = &[
     ("ppo", &[CLASSIC_DISCRETE]),
     ("ppo_atari", &[ATARI]),

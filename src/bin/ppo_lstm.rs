@@ -120,7 +120,7 @@ fn check_args(a: &Args) -> Result<(), String> {
 /// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first),
 /// its pixels as f32; a 1-D env (not in CleanRL) as `ppo.rs` makes it.
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
-    if !env_id.ends_with("NoFrameskip-v4") {
+    if rom_name(env_id).is_none() {
         return Ok(Box::new(RecordEpisodeStatistics::new(envs::make(env_id)?)));
     }
     let env = AtariEnv::new(env_id)?;

@@ -4,6 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// `UPDATE_DOCS=1` (from `scripts/update-details`): the doc tests regenerate what they check.
+pub fn update_docs() -> bool {
+    std::env::var_os("UPDATE_DOCS").is_some_and(|v| v == "1")
+}
+
 /// (parent, child) pairs of `diffs/family.txt`, in file order.
 pub fn family() -> Vec<(String, String)> {
     let text = std::fs::read_to_string("diffs/family.txt").expect("diffs/family.txt");
