@@ -159,8 +159,8 @@ struct Agent {
 }
 
 impl Agent {
-    fn new(p: &nn::Path, obs_shape: &[usize], n_actions: i64) -> Agent {
-        let (s2, net, pixels) = (2f64.sqrt(), p / "network", obs_shape.len() == 3);
+    fn new(p: &nn::Path, obs_dim: i64, n_actions: i64) -> Agent {
+        let (s2, net, pixels) = (2f64.sqrt(), p / "network", obs_dim == 84 * 84);
         let network = if pixels {
             nn::seq()
                 .add(conv_init(&net / 0, 1, 32, 8, 4))
@@ -173,16 +173,12 @@ impl Agent {
                 .add_fn(|x| x.relu())
         } else {
             // a vector observation gets a small tanh MLP instead of the CNN (not in CleanRL)
-            let obs_dim = obs_shape[0] as i64;
-            nn::seq()
-                .add(layer_init(&net / 0, obs_dim, 64, s2))
-                .add_fn(|x| x.tanh())
-                .add(layer_init(&net / 2, 64, 512, s2))
-                .add_fn(|x| x.tanh())
+            nn::seq().add(layer_init(&net / 0, obs_dim, 64, s2)).add_fn(|x| x.tanh())
         };
         // LSTM 1: orthogonal weights with gain 1, zero biases
-        let orthogonal = nn::Init::Orthogonal { gain: 1.0 };
-        let lstm = nn::lstm(p / "lstm", 512, 128, nn::RNNConfig { w_ih_init: orthogonal, w_hh_init: orthogonal, ..Default::default() });
+        let (orthogonal, input_size) = (nn::Init::Orthogonal { gain: 1.0 }, if pixels { 512 } else { 64 });
+        let config = nn::RNNConfig { w_ih_init: orthogonal, w_hh_init: orthogonal, batch_first: false, ..Default::default() };
+        let lstm = nn::lstm(p / "lstm", input_size, 128, config); // tch makes the biases zero
         let (critic, actor) = (layer_init(p / "critic", 128, 1, 1.0), layer_init(p / "actor", 128, n_actions, 0.01));
         Agent { network, lstm, critic, actor, pixels }
     }
@@ -193,15 +189,22 @@ impl Agent {
         // Atari 9: scale pixels to [0, 1]
         let hidden = if self.pixels { self.network.forward(&(x.view([-1, 1, 84, 84]) / 255.0)) } else { self.network.forward(x) };
         let batch = lstm_state.h().size()[1];
-        let (hidden, done) = (hidden.view([-1, batch, 512]), done.view([-1, batch, 1]));
+        let (hidden, done) = (hidden.view([-1, batch, hidden.size()[1]]), done.view([-1, batch, 1]));
         let (mut h, mut c) = (lstm_state.h(), lstm_state.c());
+        let steps = hidden.size()[0];
+        let mut ended = vec![0f32; steps as usize]; // how many episodes ended before each step
+        done.sum_dim_intlist(&[1i64, 2][..], false, Kind::Float).to_device(Device::Cpu).copy_data(&mut ended, steps as usize);
         let mut new_hidden = Vec::new();
-        for t in 0..hidden.size()[0] {
+        let mut t = 0;
+        while t < steps {
+            // one libtorch call for each run of steps in which no episode ends
+            let run = (t + 1..steps).find(|&u| ended[u as usize] > 0.0).unwrap_or(steps) - t;
             // LSTM 3: the state is reset where an episode ended, before the step that begins the next
             let keep = (1f64 - done.get(t)).view([1, batch, 1]);
-            let state = self.lstm.step(&hidden.get(t), &LSTMState((&h * &keep, &c * &keep)));
+            let (out, state) = self.lstm.seq_init(&hidden.narrow(0, t, run), &LSTMState((&h * &keep, &c * &keep)));
             (h, c) = (state.h(), state.c());
-            new_hidden.push(h.get(0));
+            new_hidden.push(out.flatten(0, 1));
+            t += run;
         }
         (Tensor::cat(&new_hidden, 0), LSTMState((h, c)))
     }
@@ -265,13 +268,14 @@ fn main() {
 
     // env setup. Core 1: vectorized architecture
     let mut envs = VecEnv::new(env_fns).with_threads(args.env_threads);
-    let (obs_shape, n_actions) = match (envs.single_observation_space(), envs.single_action_space()) {
-        (Space::Box { shape, .. }, Space::Discrete(n)) if shape == [1, 84, 84] || shape.len() == 1 => (shape, n as i64),
+    let (obs_dim, n_actions) = match (envs.single_observation_space(), envs.single_action_space()) {
+        (Space::Box { shape, .. }, Space::Discrete(n)) if shape == [1, 84, 84] || shape.len() == 1 => {
+            (shape.iter().product::<usize>() as i64, n as i64)
+        }
         (o, a) => fail(2, format!("{} has {o} observations and {a} actions; ppo_lstm needs 1x84x84 or 1-D, and Discrete", args.env_id)),
     };
-    let obs_dim = obs_shape.iter().product::<usize>() as i64;
     let vs = nn::VarStore::new(device);
-    let agent = Agent::new(&vs.root(), &obs_shape, n_actions);
+    let agent = Agent::new(&vs.root(), obs_dim, n_actions);
     // Core 3: Adam with epsilon 1e-5
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
 
@@ -473,7 +477,7 @@ fn main() {
             .and_then(|()| Ok(std::fs::rename(&tmp_path, &model_path)?))
             .unwrap_or_else(|e| fail(1, format!("cannot save {}: {e}", model_path.display())));
         println!("model saved to {}", model_path.display());
-        let returns = evaluate(&model_path, &args, &obs_shape, n_actions, device, 10).unwrap_or_else(|e| fail(1, e));
+        let returns = evaluate(&model_path, &args, obs_dim, n_actions, device, 10).unwrap_or_else(|e| fail(1, e));
         log.eval(&returns).unwrap_or_else(|e| fail(1, format!("cannot write eval.csv: {e}")));
         println!("eval: mean episodic return {:.1} over {} episodes", returns.iter().sum::<f64>() / returns.len() as f64, returns.len());
     }
@@ -570,13 +574,13 @@ impl FlatAdam {
 fn evaluate(
     path: &std::path::Path,
     args: &Args,
-    obs_shape: &[usize],
+    obs_dim: i64,
     n_actions: i64,
     device: Device,
     episodes: usize,
 ) -> Result<Vec<f64>, String> {
     let mut vs = nn::VarStore::new(device);
-    let agent = Agent::new(&vs.root(), obs_shape, n_actions);
+    let agent = Agent::new(&vs.root(), obs_dim, n_actions);
     vs.load(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
     let mut env = VecEnv::new(vec![make_env(&args.env_id, None).map_err(|e| e.to_string())?]);
     env.reset(Some(args.seed));
@@ -584,7 +588,7 @@ fn evaluate(
     let mut action = [0i64];
     let (mut lstm_state, mut done) = (agent.lstm.zero_state(1), Tensor::zeros([1], (Kind::Float, device)));
     while returns.len() < episodes {
-        let obs = Tensor::from_slice(&env.obs).view([1, obs_shape.iter().product::<usize>() as i64]).to_device(device);
+        let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
         let (a, _, _, _, state) = tch::no_grad(|| agent.get_action_and_value(&obs, &lstm_state, &done, None));
         a.to_device(Device::Cpu).copy_data(&mut action, 1);
         env.step(Action::Discrete(&action));
