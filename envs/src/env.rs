@@ -53,6 +53,12 @@ pub trait Env: Send {
     fn lives(&self) -> u32 {
         0
     }
+    /// The current observation's valid actions, one flag per logit (`Space::mask_dim` entries:
+    /// `n` for `Discrete`, component after component for `MultiDiscrete`). Envs where every
+    /// action is always valid keep this default; wrappers pass it through.
+    fn action_mask(&self, mask: &mut [bool]) {
+        mask.fill(true);
+    }
     /// The innermost env, for callers that need its concrete type (gymnasium's `unwrapped`),
     /// e.g. `env.unwrapped().and_then(|e| e.downcast_mut::<ResSim>())`; wrappers pass it
     /// through. `None` for envs that do not offer it.
@@ -78,18 +84,24 @@ impl<T: Copy + Default + Send + Sync + 'static> Env for Box<dyn Env<Obs = T>> {
     fn lives(&self) -> u32 {
         (**self).lives()
     }
+    fn action_mask(&self, mask: &mut [bool]) {
+        (**self).action_mask(mask)
+    }
     fn unwrapped(&mut self) -> Option<&mut dyn std::any::Any> {
         (**self).unwrapped()
     }
 }
 
 /// Inside a wrapper's `impl Env`: methods passed to `self.inner` unchanged, e.g.
-/// `forward!(observation_space -> Space, lives -> u32);`, and always `unwrapped`.
+/// `forward!(observation_space -> Space, lives -> u32);`, and always `action_mask` and `unwrapped`.
 macro_rules! forward {
     ($($method:ident -> $ty:ty),*) => {
         $(fn $method(&self) -> $ty {
             self.inner.$method()
         })*
+        fn action_mask(&self, mask: &mut [bool]) {
+            self.inner.action_mask(mask)
+        }
         fn unwrapped(&mut self) -> Option<&mut dyn std::any::Any> {
             self.inner.unwrapped()
         }

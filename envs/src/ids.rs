@@ -1,7 +1,7 @@
 //! Which env ids each binary runs, so that a binary's error for an id lists the ids it can run
 //! and, for an id another binary runs, names that binary.
 
-use crate::{atari, mujoco, ressim, EnvError};
+use crate::{atari, harvest, mujoco, ressim, EnvError};
 
 /// Env ids of one kind: the binaries that run one of them run them all.
 struct Family {
@@ -27,9 +27,10 @@ const CLASSIC_CONTINUOUS: Family = Family {
 const MUJOCO: Family = Family { what: "a MuJoCo env", ids: Ids::Listed(&mujoco::IDS) };
 const RESSIM: Family = Family { what: "a reservoir simulation", ids: Ids::Listed(&ressim::IDS) };
 const ATARI: Family = Family { what: "an Atari game", ids: Ids::AtariV4 };
+const MASKED: Family = Family { what: "a MultiDiscrete env with action masks", ids: Ids::Listed(&[harvest::ID]) };
 
 /// Every family, in the order `EnvError::unknown` lists them.
-const FAMILIES: [Family; 5] = [CLASSIC_DISCRETE, CLASSIC_CONTINUOUS, MUJOCO, RESSIM, ATARI];
+const FAMILIES: [Family; 6] = [CLASSIC_DISCRETE, CLASSIC_CONTINUOUS, MUJOCO, RESSIM, ATARI, MASKED];
 
 /// The families each binary runs, keyed by its name (`env!("CARGO_BIN_NAME")`). A new binary
 /// is a row here; a new kind of ids (MicroRTS) a new `Family` above.
@@ -39,6 +40,7 @@ const BINARIES: &[(&str, &[Family])] = &[
     ("ppo_continuous", &[CLASSIC_CONTINUOUS, MUJOCO, RESSIM]),
     ("ppo_multilevel", &[RESSIM]),
     ("ppo_lstm", &[ATARI, CLASSIC_DISCRETE]),
+    ("ppo_multidiscrete_mask", &[MASKED]),
 ];
 
 impl Family {

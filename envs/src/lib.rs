@@ -9,6 +9,7 @@
 pub mod atari;
 mod classic;
 mod env;
+pub mod harvest;
 mod ids;
 pub mod mujoco;
 pub mod ressim;
@@ -40,6 +41,7 @@ pub const KNOWN_ENVS: &[(&str, u32)] = &[
     ("MountainCarNoVel-v0", 200),
     ("PendulumNoVel-v1", 200),
     ("MountainCarContinuousNoVel-v0", 999),
+    (harvest::ID, harvest::EPISODE_STEPS),
 ];
 
 /// Why an environment could not be made: a one-line message that names the fix.
@@ -96,6 +98,7 @@ pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
         "MountainCarContinuousNoVel-v0" => {
             Box::new(TimeLimit::new(TransformObservation::new(MountainCarContinuous::new(), no_velocity(&[1])), max_steps))
         }
+        harvest::ID => Box::new(TimeLimit::new(harvest::GridHarvest::new(), max_steps)),
         id if mujoco::IDS.contains(&id) => Box::new(TimeLimit::new(mujoco::MujocoEnv::new(id)?, max_steps)),
         _ => unreachable!("every id in KNOWN_ENVS has a constructor"),
     })

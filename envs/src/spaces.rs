@@ -24,6 +24,15 @@ impl Space {
             Space::Box { shape, .. } => shape.iter().product(),
         }
     }
+
+    /// Number of entries in an action mask: one per logit (`n`, or the sum of `nvec`); none for a box.
+    pub fn mask_dim(&self) -> usize {
+        match self {
+            Space::Discrete(n) => *n,
+            Space::MultiDiscrete(nvec) => nvec.iter().sum(),
+            Space::Box { .. } => 0,
+        }
+    }
 }
 
 /// A brief description for error messages: the kind and shape, and a box's bounds only when

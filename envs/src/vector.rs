@@ -40,6 +40,11 @@ pub struct VecEnv<T: Copy + Default + Send + Sync + 'static> {
     pub final_obs: Vec<T>,
     /// Episodes that finished in the last step (needs a `RecordEpisodeStatistics` in the stack).
     pub finished: Vec<FinishedEpisode>,
+    /// Entries per env in `masks` (`Space::mask_dim` of the action space).
+    pub mask_dim: usize,
+    /// `num_envs * mask_dim` flags, one row per env: which actions are valid for the observation
+    /// in `obs` (after an auto-reset, the new episode's first), from `Env::action_mask`.
+    pub masks: Vec<bool>,
 }
 
 impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
@@ -48,7 +53,7 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
         assert!(!envs.is_empty(), "a VecEnv needs at least one env");
         let space = envs[0].observation_space();
         assert!(envs.iter().all(|e| e.observation_space() == space), "all envs must share one observation space");
-        let (n, obs_dim) = (envs.len(), space.flat_dim());
+        let (n, obs_dim, mask_dim) = (envs.len(), space.flat_dim(), envs[0].action_space().mask_dim());
         VecEnv {
             envs,
             threads: 1,
@@ -60,6 +65,8 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
             truncated: vec![false; n],
             final_obs: vec![T::default(); n * obs_dim],
             finished: Vec::with_capacity(n),
+            mask_dim,
+            masks: vec![true; n * mask_dim],
         }
     }
 
@@ -85,6 +92,7 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
     /// Resets every env; with a seed, env `i` is seeded with `seed + i` (as gymnasium does).
     pub fn reset(&mut self, seed: Option<u64>) {
         self.run(|i, env, obs, _, _| env.reset(seed.map(|s| s + i as u64), obs));
+        self.read_masks();
     }
 
     /// Steps every env with its row of `actions` (`Discrete`: one value per env; `MultiDiscrete`
@@ -114,6 +122,15 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
             (self.rewards[i], self.terminated[i], self.truncated[i]) = (o.reward, o.terminated, o.truncated);
             if let Some((r, l)) = o.episode {
                 self.finished.push(FinishedEpisode { env: i, r, l });
+            }
+        }
+        self.read_masks();
+    }
+
+    fn read_masks(&mut self) {
+        if self.mask_dim > 0 {
+            for (env, mask) in self.envs.iter().zip(self.masks.chunks_mut(self.mask_dim)) {
+                env.action_mask(mask);
             }
         }
     }

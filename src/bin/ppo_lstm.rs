@@ -194,8 +194,7 @@ impl Agent {
         let steps = hidden.size()[0];
         let mut ended = vec![0f32; steps as usize]; // how many episodes ended before each step
         done.sum_dim_intlist(&[1i64, 2][..], false, Kind::Float).to_device(Device::Cpu).copy_data(&mut ended, steps as usize);
-        let mut new_hidden = Vec::new();
-        let mut t = 0;
+        let (mut new_hidden, mut t) = (Vec::new(), 0);
         while t < steps {
             // one libtorch call for each run of steps in which no episode ends
             let run = (t + 1..steps).find(|&u| ended[u as usize] > 0.0).unwrap_or(steps) - t;
@@ -338,9 +337,8 @@ fn main() {
         let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
         let mut next_value = vec![0f32; num_envs];
         let next_done_t = Tensor::from_slice(&next_done).to_device(device);
-        tch::no_grad(|| agent.get_value(&next_obs, &next_lstm_state, &next_done_t))
-            .to_device(Device::Cpu)
-            .copy_data(&mut next_value, num_envs);
+        let next_value_t = tch::no_grad(|| agent.get_value(&next_obs, &next_lstm_state, &next_done_t));
+        next_value_t.to_device(Device::Cpu).copy_data(&mut next_value, num_envs);
         // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
         let mut advantages = vec![vec![0f32; num_envs]; num_steps];

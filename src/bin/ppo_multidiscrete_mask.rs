@@ -1,0 +1,776 @@
+//! # ppo_multidiscrete_mask: PPO with invalid action masking, a diff of `ppo_atari.rs`
+//!
+//! The blog's `ppo_multidiscrete_mask.py`: `ppo_atari.rs` with a `MultiDiscrete` action (one
+//! categorical per component, `// MultiDiscrete 1`) whose invalid entries are masked out
+//! (`// Aux 4`), the env's masks stored and minibatched with the observations, and the blog's
+//! small CNN on a one-hot grid (no Atari wrappers). `--invalid-action-masking false` is the ablation.
+//!
+//! Run: `cargo run --release --bin ppo_multidiscrete_mask -- --env-id GridHarvest-v0 --seed 1`
+//! Writes `runs/<env-id>__<exp-name>__<seed>__<unix-time>/`: args.json, episodes.csv and
+//! updates.csv (CleanRL's metric names, plus debug columns), TensorBoard events, and with
+//! `--save-model` the weights and eval.csv.
+
+use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
+use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::Instant;
+use tch::nn::{self, Module};
+use tch::{Device, Kind, Tensor};
+
+/// Each numeric flag's range is checked by its value parser (see the end of the file).
+#[derive(Parser, Debug, serde::Serialize)]
+#[command(
+    about = "PPO with invalid action masking (GridHarvest-v0), after the blog's ppo_multidiscrete_mask.py",
+    allow_negative_numbers = true
+)]
+struct Args {
+    /// the name of this experiment (part of the run directory's name)
+    #[arg(long, default_value = env!("CARGO_BIN_NAME"), value_parser = plain_name)]
+    exp_name: String,
+    /// seed of the experiment (envs get seed + i, torch gets seed)
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// turn cuDNN's autotuner off (tch offers no switch for deterministic algorithms; CPU runs are deterministic)
+    #[arg(long, default_value_t = true)]
+    torch_deterministic: bool,
+    /// use CUDA when a GPU is present (`--cuda false` for the CPU)
+    #[arg(long, default_value_t = true)]
+    cuda: bool,
+    /// libtorch intra-op threads (1 is fastest for small networks, every core for a CNN)
+    #[arg(long, default_value_t = std::thread::available_parallelism().map_or(1, |n| n.get()), value_parser = at_least_one)]
+    torch_threads: usize,
+    /// threads stepping the envs (results do not depend on it)
+    #[arg(long, default_value_t = std::thread::available_parallelism().map_or(1, |n| n.get()), value_parser = at_least_one)]
+    env_threads: usize,
+    /// save the weights to the run directory, then evaluate them for 10 episodes
+    #[arg(long, default_value_t = false)]
+    save_model: bool,
+    /// the id of the environment (a MultiDiscrete env with action masks: GridHarvest-v0)
+    #[arg(long, default_value = "GridHarvest-v0")]
+    env_id: String,
+    /// total timesteps of the experiment
+    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    total_timesteps: u64,
+    /// the learning rate of the optimizer
+    #[arg(long, default_value_t = 2.5e-4, value_parser = positive)]
+    learning_rate: f64,
+    /// the number of parallel game environments
+    #[arg(long, default_value_t = 8, value_parser = at_least_one)]
+    num_envs: usize,
+    /// the number of steps to run in each environment per policy rollout
+    #[arg(long, default_value_t = 128, value_parser = at_least_one)]
+    num_steps: usize,
+    /// anneal the learning rate linearly to 0 over the run
+    #[arg(long, default_value_t = true)]
+    anneal_lr: bool,
+    /// the discount factor gamma
+    #[arg(long, default_value_t = 0.99, value_parser = unit_interval)]
+    gamma: f64,
+    /// the lambda for the general advantage estimation
+    #[arg(long, default_value_t = 0.95, value_parser = unit_interval)]
+    gae_lambda: f64,
+    /// the number of mini-batches
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
+    num_minibatches: usize,
+    /// the K epochs to update the policy
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
+    update_epochs: usize,
+    /// normalize the advantages per minibatch
+    #[arg(long, default_value_t = true)]
+    norm_adv: bool,
+    /// the surrogate clipping coefficient
+    #[arg(long, default_value_t = 0.1, value_parser = positive)]
+    clip_coef: f64,
+    /// use a clipped loss for the value function, as in the paper
+    #[arg(long, default_value_t = true)]
+    clip_vloss: bool,
+    /// coefficient of the entropy bonus
+    #[arg(long, default_value_t = 0.01, value_parser = finite)]
+    ent_coef: f64,
+    /// coefficient of the value function loss
+    #[arg(long, default_value_t = 0.5, value_parser = finite)]
+    vf_coef: f64,
+    /// the maximum norm for the gradient clipping
+    #[arg(long, default_value_t = 0.5, value_parser = positive)]
+    max_grad_norm: f64,
+    /// the target KL divergence threshold (off when not given)
+    #[arg(long, value_parser = kl_target)]
+    target_kl: Option<f64>,
+    /// mask the invalid actions out (`false`: sample from every action, the blog's ablation)
+    #[arg(long, default_value_t = true)]
+    invalid_action_masking: bool,
+}
+
+/// The combinations of flags that cannot run (each flag's own range is checked by clap).
+fn check_args(a: &Args) -> Result<(), String> {
+    envs::check_id(env!("CARGO_BIN_NAME"), &a.env_id)?;
+    let batch_size = a.num_envs * a.num_steps;
+    if !batch_size.is_multiple_of(a.num_minibatches) {
+        Err(format!("--num-envs x --num-steps ({batch_size}) must be divisible by --num-minibatches ({})", a.num_minibatches))
+    } else if a.total_timesteps < batch_size as u64 {
+        Err(format!("--total-timesteps ({}) is below one batch (--num-envs x --num-steps = {batch_size})", a.total_timesteps))
+    } else if a.norm_adv && batch_size / a.num_minibatches < 2 {
+        Err("--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); lower --num-minibatches".into())
+    } else {
+        Ok(())
+    }
+}
+
+/// The blog's `make_env`: the env with its episode statistics, no other wrapper.
+fn make_env(env_id: &str) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
+    Ok(Box::new(RecordEpisodeStatistics::new(envs::make(env_id)?)))
+}
+
+/// Core 2: orthogonal weight init with the given gain, zero biases.
+fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
+    let config = nn::LinearConfig { ws_init: nn::Init::Orthogonal { gain: std }, bs_init: Some(nn::Init::Const(0.0)), bias: true };
+    nn::linear(p, in_dim, out_dim, config)
+}
+
+/// Core 2 for convolutions: orthogonal (out, in*k*k) kernels as torch makes them, zero biases.
+fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Conv2D {
+    let mut conv = nn::conv2d(p, c_in, c_out, k, nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() });
+    let q = nn::init(nn::Init::Orthogonal { gain: 2f64.sqrt() }, &[c_out, c_in * k * k], conv.ws.device());
+    tch::no_grad(|| conv.ws.copy_(&q.view_as(&conv.ws)));
+    conv
+}
+
+// one trunk shared by the policy and value heads (Core 13's other choice): the blog's small CNN
+struct Agent {
+    network: nn::Sequential,
+    critic: nn::Linear,
+    actor: nn::Linear,
+    /// the grid's (height, width, planes), and the number of choices of each action component
+    grid: [i64; 3],
+    nvec: Vec<i64>,
+}
+
+impl Agent {
+    fn new(p: &nn::Path, grid: [i64; 3], nvec: Vec<i64>) -> Agent {
+        let (s2, net, [h, w, c]) = (2f64.sqrt(), p / "network", grid);
+        let (h2, w2) = ((h - 3) / 2, (w - 3) / 2); // the second convolution's output size
+        let network = nn::seq()
+            .add(conv_init(&net / 1, c, 16, 3, 2))
+            .add_fn(|x| x.relu())
+            .add(conv_init(&net / 3, 16, 32, 2, 1))
+            .add_fn(|x| x.relu().flatten(1, -1))
+            .add(layer_init(&net / 6, 32 * h2 * w2, 128, s2))
+            .add_fn(|x| x.relu());
+        let actor = layer_init(p / "actor", 128, nvec.iter().sum(), 0.01);
+        Agent { network, critic: layer_init(p / "critic", 128, 1, 1.0), actor, grid, nvec }
+    }
+
+    /// The shared features of one-hot grids, one row of height * width * planes values per
+    /// observation (planes last, as the env writes them; no scaling: the values are 0 or 1).
+    fn hidden(&self, x: &Tensor) -> Tensor {
+        let [h, w, c] = self.grid;
+        self.network.forward(&x.view([-1, h, w, c]).permute([0, 3, 1, 2]))
+    }
+
+    fn get_value(&self, x: &Tensor) -> Tensor {
+        self.critic.forward(&self.hidden(x))
+    }
+
+    /// Samples an action (one value per component) when none is given, from the valid entries
+    /// only when a mask is given; returns (action, log-prob, entropy, value).
+    fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>, mask: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
+        let hidden = self.hidden(x);
+        let logits = self.actor.forward(&hidden);
+        // MultiDiscrete 1: one categorical per component; log-probs and entropies summed
+        let split = |t: &Tensor| t.split_with_sizes(self.nvec.as_slice(), 1);
+        let masks = mask.map(split);
+        let (mut actions, mut log_prob, mut entropy) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, logits) in split(&logits).iter().enumerate() {
+            let a = action.map(|a| a.select(1, i as i64));
+            let (a, lp, h) = categorical_masked(logits, masks.as_ref().map(|m| &m[i]), a.as_ref());
+            actions.push(a);
+            log_prob.push(lp);
+            entropy.push(h);
+        }
+        let sum = |xs: Vec<Tensor>| Tensor::stack(&xs, 0).sum_dim_intlist(0, false, Kind::Float);
+        (Tensor::stack(&actions, 1), sum(log_prob), sum(entropy), self.critic.forward(&hidden))
+    }
+}
+
+/// The blog's `CategoricalMasked` for one component: samples when no action is given; returns
+/// (action, log-prob, entropy).
+fn categorical_masked(logits: &Tensor, mask: Option<&Tensor>, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor) {
+    // Aux 4: invalid action masking, invalid logits replaced by -1e8 (probability 0, no gradient)
+    let logits = match mask {
+        Some(mask) => logits.where_self(mask, &Tensor::from(-1e8f32).to_device(logits.device())),
+        None => logits.shallow_clone(),
+    };
+    let log_probs = logits.log_softmax(-1, Kind::Float);
+    let probs = log_probs.exp();
+    let action = match action {
+        Some(a) => a.shallow_clone(),
+        None => sample(&probs),
+    };
+    let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
+    let p_log_p = match mask {
+        // Aux 4: the entropy sums over the valid entries only
+        Some(mask) => (&probs * &log_probs).where_self(mask, &probs.zeros_like()),
+        None => &probs * &log_probs,
+    };
+    (action, log_prob, -p_log_p.sum_dim_intlist(-1, false, Kind::Float))
+}
+
+/// One action per row of `probs` (a Categorical sample), by inverting the CDF: the first action
+/// whose cumulative probability exceeds a uniform draw (5 us here; multinomial takes 15).
+fn sample(probs: &Tensor) -> Tensor {
+    let cdf = probs.cumsum(-1, Kind::Float);
+    // the draw is scaled by the CDF's total, so a rounding shortfall never picks past the last
+    // action with a probability above 0 (a masked action after it would be picked otherwise)
+    let u = Tensor::rand([probs.size()[0], 1], (Kind::Float, probs.device())) * cdf.narrow(1, probs.size()[1] - 1, 1);
+    cdf.lt_tensor(&u).sum_dim_intlist(-1, false, Kind::Int64)
+}
+
+fn main() {
+    let args = parse_args();
+    let start_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.exp_name, args.seed, start_unix);
+    // Bad input: one line naming the problem, exit code 2, nothing written.
+    let make = |_| make_env(&args.env_id).map_err(|e| e.to_string());
+    let env_fns = check_args(&args).and_then(|()| (0..args.num_envs).map(make).collect::<Result<Vec<_>, _>>());
+    let env_fns: Vec<Box<dyn Env<Obs = f32>>> = env_fns.unwrap_or_else(|e| fail(2, e));
+    let (num_envs, num_steps) = (args.num_envs, args.num_steps);
+    let batch_size = num_envs * num_steps;
+    let minibatch_size = batch_size / args.num_minibatches;
+    let num_iterations = args.total_timesteps as usize / batch_size;
+
+    // seeding
+    tch::manual_seed(args.seed as i64);
+    tch::set_num_threads(args.torch_threads as i32);
+    tch::Cuda::cudnn_set_benchmark(!args.torch_deterministic);
+    let device = if args.cuda { Device::cuda_if_available() } else { Device::Cpu };
+    if args.cuda && device == Device::Cpu {
+        eprintln!("note: no CUDA device found, running on the CPU");
+    }
+
+    // env setup. Core 1: vectorized architecture
+    let mut envs = VecEnv::new(env_fns).with_threads(args.env_threads);
+    let (grid, nvec) = match (envs.single_observation_space(), envs.single_action_space()) {
+        (Space::Box { shape, .. }, Space::MultiDiscrete(nvec)) if shape.len() == 3 && shape[0] >= 5 && shape[1] >= 5 => {
+            ([shape[0] as i64, shape[1] as i64, shape[2] as i64], nvec.iter().map(|&n| n as i64).collect::<Vec<_>>())
+        }
+        (o, a) => {
+            fail(2, format!("{} has {o} observations and {a} actions; ppo_multidiscrete_mask needs a grid and MultiDiscrete", args.env_id))
+        }
+    };
+    let (obs_dim, mask_dim) = (grid.iter().product::<i64>(), envs.mask_dim as i64);
+    let vs = nn::VarStore::new(device);
+    let agent = Agent::new(&vs.root(), grid, nvec.clone());
+    // Core 3: Adam with epsilon 1e-5
+    let mut optimizer = FlatAdam::new(&vs, 1e-5);
+
+    let run_dir = std::path::Path::new("runs").join(&run_name);
+    let mut log = RunLog::create(&run_dir, &args, (num_iterations * batch_size) as u64)
+        .unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
+
+    // storage: the tensors of each step stay on the device and are joined after the rollout;
+    // rewards, dones and values are used on the host (env, GAE), one row per step
+    let mut rewards = vec![vec![0f32; num_envs]; num_steps];
+    let mut dones = vec![vec![0f32; num_envs]; num_steps];
+    let mut values = vec![vec![0f32; num_envs]; num_steps];
+
+    // start the game
+    let mut global_step = 0u64;
+    let start_time = Instant::now();
+    envs.reset(Some(args.seed));
+    let mut next_done = vec![0f32; num_envs];
+    let mut action_buf = vec![0i64; num_envs * nvec.len()];
+    // where each component's entries start in a mask row
+    let offsets: Vec<usize> = (0..nvec.len()).map(|i| nvec[..i].iter().sum::<i64>() as usize).collect();
+
+    for iteration in 1..=num_iterations {
+        let (collect_start, mut env_seconds) = (Instant::now(), 0.0);
+        // Core 4: learning-rate annealing, linearly to 0
+        let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / num_iterations as f64 } else { 1.0 };
+        let lr = frac * args.learning_rate;
+
+        let (mut obs, mut actions, mut logprobs, mut masks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut invalid_actions = 0;
+        for step in 0..num_steps {
+            global_step += num_envs as u64;
+            let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
+            // Aux 4: the mask of each observation, stored with it
+            let next_mask = Tensor::from_slice(&envs.masks).view([num_envs as i64, mask_dim]).to_device(device);
+            dones[step].copy_from_slice(&next_done);
+            let mask = args.invalid_action_masking.then_some(&next_mask);
+            let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None, mask));
+            value.to_device(Device::Cpu).copy_data(&mut values[step], num_envs);
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * nvec.len());
+            obs.push(next_obs);
+            masks.push(next_mask);
+            // sampled actions with a masked component: none while masking is on
+            let rows = action_buf.chunks(nvec.len()).zip(envs.masks.chunks(envs.mask_dim));
+            invalid_actions += rows.filter(|(a, m)| a.iter().zip(&offsets).any(|(&a, &o)| !m[o + a as usize])).count();
+            actions.push(action);
+            logprobs.push(logprob);
+
+            let env_start = Instant::now();
+            envs.step(Action::Discrete(&action_buf));
+            env_seconds += env_start.elapsed().as_secs_f64();
+            rewards[step].copy_from_slice(&envs.rewards);
+            // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
+            for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
+                *done = (*term || *trunc) as u8 as f32;
+            }
+            for ep in &envs.finished {
+                log.episode(global_step, ep.r, ep.l);
+            }
+        }
+
+        // bootstrap value if not done
+        let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
+        let mut next_value = vec![0f32; num_envs];
+        tch::no_grad(|| agent.get_value(&next_obs)).to_device(Device::Cpu).copy_data(&mut next_value, num_envs);
+        // Core 5: GAE, as a plain loop on the host
+        let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
+        let mut advantages = vec![vec![0f32; num_envs]; num_steps];
+        let mut lastgaelam = vec![0f32; num_envs];
+        for t in (0..num_steps).rev() {
+            for e in 0..num_envs {
+                let (nextnonterminal, nextvalues) =
+                    if t == num_steps - 1 { (1.0 - next_done[e], next_value[e]) } else { (1.0 - dones[t + 1][e], values[t + 1][e]) };
+                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values[t][e];
+                lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
+                advantages[t][e] = lastgaelam[e];
+            }
+        }
+
+        // flatten the batch: row step * num_envs + env, as CleanRL's reshape
+        let (b_obs, b_actions, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&actions, 0), Tensor::cat(&logprobs, 0));
+        let b_masks = Tensor::cat(&masks, 0);
+        let (b_advantages, b_values) = (advantages.concat(), values.concat());
+        let b_returns: Vec<f32> = b_advantages.iter().zip(&b_values).map(|(a, v)| a + v).collect();
+        let to_device = |x: &[f32]| Tensor::from_slice(x).to_device(device);
+        let (b_advantages_t, b_returns_t, b_values_t) = (to_device(&b_advantages), to_device(&b_returns), to_device(&b_values));
+        let collection_seconds = collect_start.elapsed().as_secs_f64();
+
+        // Optimizing the policy and value network
+        let learn_start = Instant::now();
+        let mut clipfracs = Vec::new();
+        let (mut first_minibatch, mut last) = (None, None);
+        for epoch in 0..args.update_epochs {
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch
+            let b_inds = Tensor::randperm(batch_size as i64, (Kind::Int64, device));
+            for start in (0..batch_size).step_by(minibatch_size) {
+                let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
+                let (mb_obs, mb_actions) = (b_obs.index_select(0, &mb_inds), b_actions.index_select(0, &mb_inds));
+                // Aux 4: the masks minibatched with the same indices
+                let mb_masks = args.invalid_action_masking.then(|| b_masks.index_select(0, &mb_inds));
+                let (_, newlogprob, entropy, newvalue) = agent.get_action_and_value(&mb_obs, Some(&mb_actions), mb_masks.as_ref());
+                let logratio = &newlogprob - b_logprobs.index_select(0, &mb_inds);
+                let ratio = logratio.exp();
+
+                // Core 12: debug variables
+                let (old_approx_kl, approx_kl, clipfrac) = tch::no_grad(|| {
+                    let clipfrac = (&ratio - 1.0).abs().gt(args.clip_coef).to_kind(Kind::Float).mean(Kind::Float);
+                    if epoch == 0 && start == 0 {
+                        // the policy has not moved yet: the ratio must be exactly 1 here
+                        first_minibatch = Some(((&ratio - 1.0).abs().max(), clipfrac.shallow_clone()));
+                    }
+                    ((-&logratio).mean(Kind::Float), ((&ratio - 1.0) - &logratio).mean(Kind::Float), clipfrac)
+                });
+                clipfracs.push(clipfrac);
+
+                let mut mb_advantages = b_advantages_t.index_select(0, &mb_inds);
+                if args.norm_adv {
+                    // Core 7: per-minibatch advantage normalization
+                    mb_advantages = (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
+                }
+
+                // Core 8: clipped surrogate objective
+                let pg_loss1 = -&mb_advantages * &ratio;
+                let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - args.clip_coef, 1.0 + args.clip_coef);
+                let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
+
+                let newvalue = newvalue.view([-1]);
+                let mb_returns = b_returns_t.index_select(0, &mb_inds);
+                let v_loss = if args.clip_vloss {
+                    // Core 9: value-function loss clipping
+                    let mb_values = b_values_t.index_select(0, &mb_inds);
+                    let v_loss_unclipped = (&newvalue - &mb_returns).square();
+                    let v_clipped = &mb_values + (&newvalue - &mb_values).clamp(-args.clip_coef, args.clip_coef);
+                    let v_loss_clipped = (v_clipped - &mb_returns).square();
+                    0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
+                } else {
+                    0.5 * (&newvalue - &mb_returns).square().mean(Kind::Float)
+                };
+
+                // Core 10: one loss with an entropy bonus, one optimizer
+                let entropy_loss = entropy.mean(Kind::Float);
+                let loss: Tensor = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
+
+                optimizer.zero_grad();
+                loss.backward();
+                // Core 11: global gradient-norm clipping
+                let grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
+                optimizer.step(lr);
+                last = Some(LastMinibatch { pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss });
+            }
+            // Aux 3: early stopping once the KL of the last minibatch passes the target
+            if let (Some(target_kl), Some(last)) = (args.target_kl, &last) {
+                if last.approx_kl.double_value(&[]) > target_kl {
+                    break;
+                }
+            }
+        }
+        let last = last.expect("at least one minibatch");
+        let (first_mb_ratio_dev, first_mb_clipfrac) = first_minibatch.expect("epoch 0 has a first minibatch");
+
+        // Core 12: CleanRL's metrics by its names, then our debug and timing columns
+        let sps = (global_step as f64 / start_time.elapsed().as_secs_f64()).floor();
+        let row = [
+            ("iteration", iteration as f64),
+            ("global_step", global_step as f64),
+            ("charts/learning_rate", lr),
+            ("losses/value_loss", last.v_loss.double_value(&[])),
+            ("losses/policy_loss", last.pg_loss.double_value(&[])),
+            ("losses/entropy", last.entropy_loss.double_value(&[])),
+            ("losses/old_approx_kl", last.old_approx_kl.double_value(&[])),
+            ("losses/approx_kl", last.approx_kl.double_value(&[])),
+            ("losses/clipfrac", Tensor::stack(&clipfracs, 0).mean(Kind::Float).double_value(&[])),
+            ("losses/explained_variance", explained_variance(&b_values, &b_returns)),
+            ("charts/SPS", sps),
+            ("debug/first_mb_max_ratio_dev", first_mb_ratio_dev.double_value(&[])),
+            ("debug/first_mb_clipfrac", first_mb_clipfrac.double_value(&[])),
+            ("debug/unclipped_grad_norm", last.grad_norm.double_value(&[])),
+            ("debug/invalid_actions", invalid_actions as f64),
+            ("timing/collection_seconds", collection_seconds),
+            ("timing/env_seconds", env_seconds),
+            ("timing/learning_seconds", learn_start.elapsed().as_secs_f64()),
+        ];
+        log.update(&row, num_iterations);
+        if !last.loss.double_value(&[]).is_finite() {
+            let (pg, v, ent) = (row[4].1, row[3].1, row[5].1);
+            log.fail(format!("the loss became non-finite at update {iteration} (policy loss {pg}, value loss {v}, entropy {ent})"));
+        }
+    }
+
+    if args.save_model {
+        let model_path = run_dir.join(format!("{}.safetensors", args.exp_name));
+        // write to a temporary file, then rename: a crash never leaves a half-written model
+        let tmp_path = run_dir.join(format!("{}.tmp.safetensors", args.exp_name));
+        vs.save(&tmp_path)
+            .and_then(|()| Ok(std::fs::rename(&tmp_path, &model_path)?))
+            .unwrap_or_else(|e| fail(1, format!("cannot save {}: {e}", model_path.display())));
+        println!("model saved to {}", model_path.display());
+        let returns = evaluate(&model_path, &args, grid, &nvec, device, 10).unwrap_or_else(|e| fail(1, e));
+        log.eval(&returns).unwrap_or_else(|e| fail(1, format!("cannot write eval.csv: {e}")));
+        println!("eval: mean episodic return {:.1} over {} episodes", returns.iter().sum::<f64>() / returns.len() as f64, returns.len());
+    }
+}
+
+/// The last minibatch's losses and statistics: CleanRL logs those of the last one.
+struct LastMinibatch {
+    pg_loss: Tensor,
+    v_loss: Tensor,
+    entropy_loss: Tensor,
+    old_approx_kl: Tensor,
+    approx_kl: Tensor,
+    grad_norm: Tensor,
+    loss: Tensor,
+}
+
+/// 1 - Var[y_true - y_pred] / Var[y_true] (population variances), NaN when Var[y_true] is 0 (numpy's, as CleanRL).
+fn explained_variance(y_pred: &[f32], y_true: &[f32]) -> f64 {
+    let var = |xs: Vec<f64>| {
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64
+    };
+    let var_y = var(y_true.iter().map(|&y| y as f64).collect());
+    if var_y == 0.0 {
+        return f64::NAN;
+    }
+    1.0 - var(y_true.iter().zip(y_pred).map(|(&y, &p)| (y - p) as f64).collect()) / var_y
+}
+
+/// Adam (torch.optim.Adam's update: betas 0.9 and 0.999, no weight decay) over all parameters
+/// as one flat vector: each parameter keeps its shape and name but its storage becomes a slice
+/// of `flat`. For networks this small libtorch's per-call overhead dominates, and a handful of
+/// large ops replace ~200 tiny per-parameter ones (about a quarter of the update's time).
+struct FlatAdam {
+    params: Vec<Tensor>,
+    flat: Tensor,
+    grad: Tensor,
+    m: Tensor,
+    v: Tensor,
+    t: i32,
+    eps: f64,
+}
+
+impl FlatAdam {
+    fn new(vs: &nn::VarStore, eps: f64) -> FlatAdam {
+        let mut params = vs.trainable_variables();
+        tch::no_grad(|| {
+            let flat = Tensor::cat(&params.iter().map(|p| p.flatten(0, -1)).collect::<Vec<_>>(), 0);
+            let mut offset = 0;
+            for p in params.iter_mut() {
+                let (numel, shape) = (p.numel() as i64, p.size());
+                p.set_data(&flat.narrow(0, offset, numel).view(shape.as_slice()));
+                offset += numel;
+            }
+            FlatAdam { grad: flat.zeros_like(), m: flat.zeros_like(), v: flat.zeros_like(), flat, params, t: 0, eps }
+        })
+    }
+
+    fn zero_grad(&mut self) {
+        for p in self.params.iter_mut() {
+            p.zero_grad();
+        }
+    }
+
+    /// Gathers the gradients into one vector and scales it so that its norm is at most
+    /// `max_norm`; returns the norm before, left on the device (no sync per minibatch).
+    fn clip_grad_norm(&mut self, max_norm: f64) -> Tensor {
+        tch::no_grad(|| {
+            let grad = Tensor::cat(&self.params.iter().map(|p| p.grad().view([-1])).collect::<Vec<_>>(), 0);
+            let norm = grad.norm();
+            self.grad = grad * (max_norm / (&norm + 1e-6)).clamp_max(1.0);
+            norm
+        })
+    }
+
+    /// One Adam step: m and v are running means of g and g², and each parameter moves by
+    /// lr * m_hat / (sqrt(v_hat) + eps), with the bias-corrected m_hat = m / (1 - beta1^t)
+    /// and v_hat = v / (1 - beta2^t).
+    fn step(&mut self, lr: f64) {
+        let (beta1, beta2) = (0.9f64, 0.999f64);
+        self.t += 1;
+        let (bias_correction1, bias_correction2) = (1.0 - beta1.powi(self.t), 1.0 - beta2.powi(self.t));
+        tch::no_grad(|| {
+            let _ = self.m.lerp_(&self.grad, 1.0 - beta1); // m = beta1 m + (1 - beta1) g
+            let _ = self.v.lerp_(&self.grad.square(), 1.0 - beta2); // v = beta2 v + (1 - beta2) g^2
+            let denom = self.v.sqrt() / bias_correction2.sqrt() + self.eps;
+            let _ = self.flat.g_sub_(&(&self.m / denom * (lr / bias_correction1)));
+        })
+    }
+}
+
+/// Loads the saved weights into a fresh agent and plays `episodes` episodes with sampled actions
+/// (from the valid ones, unless masking is off).
+fn evaluate(
+    path: &std::path::Path,
+    args: &Args,
+    grid: [i64; 3],
+    nvec: &[i64],
+    device: Device,
+    episodes: usize,
+) -> Result<Vec<f64>, String> {
+    let mut vs = nn::VarStore::new(device);
+    let agent = Agent::new(&vs.root(), grid, nvec.to_vec());
+    vs.load(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+    let mut env = VecEnv::new(vec![make_env(&args.env_id).map_err(|e| e.to_string())?]);
+    env.reset(Some(args.seed));
+    let mut returns = Vec::new();
+    let mut action = vec![0i64; nvec.len()];
+    while returns.len() < episodes {
+        let obs = Tensor::from_slice(&env.obs).view([1, grid.iter().product::<i64>()]).to_device(device);
+        let mask = Tensor::from_slice(&env.masks).view([1, env.mask_dim as i64]).to_device(device);
+        let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None, args.invalid_action_masking.then_some(&mask)));
+        a.to_device(Device::Cpu).copy_data(&mut action, nvec.len());
+        env.step(Action::Discrete(&action));
+        returns.extend(env.finished.iter().map(|ep| ep.r));
+    }
+    Ok(returns)
+}
+
+// ---- logging: CSV files and TensorBoard events in the run directory, flushed every update ----
+
+struct RunLog {
+    dir: std::path::PathBuf,
+    episodes: csv::Writer<std::fs::File>,
+    updates: csv::Writer<std::fs::File>,
+    rows: usize,
+    recent: std::collections::VecDeque<f64>,
+    /// TensorBoard events with the CSVs' tags and steps (`tensorboard --logdir runs`)
+    tb: tboard::EventWriter<std::fs::File>,
+    /// a progress bar on a terminal; a plain line every 2% of the run otherwise
+    bar: Option<ProgressBar>,
+}
+
+impl RunLog {
+    fn create(dir: &std::path::Path, args: &Args, total_steps: u64) -> std::io::Result<RunLog> {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("args.json"), serde_json::to_string_pretty(args)? + "\n")?;
+        let mut episodes = csv::Writer::from_path(dir.join("episodes.csv"))?;
+        episodes.write_record(["global_step", "charts/episodic_return", "charts/episodic_length"])?;
+        let updates = csv::Writer::from_path(dir.join("updates.csv"))?;
+        let tb = tboard::EventWriter::create(dir).map_err(std::io::Error::other)?;
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let style = ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} steps {msg}").expect("valid template");
+            ProgressBar::new(total_steps).with_style(style)
+        });
+        Ok(RunLog { dir: dir.to_path_buf(), episodes, updates, rows: 0, recent: Default::default(), tb, bar })
+    }
+
+    fn episode(&mut self, global_step: u64, r: f64, l: u64) {
+        // a failed write surfaces at the next update's flush
+        let _ = self.episodes.write_record(&[global_step.to_string(), r.to_string(), l.to_string()]);
+        let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_return", r as f32);
+        let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_length", l as f32);
+        self.recent.push_back(r);
+        if self.recent.len() > 20 {
+            self.recent.pop_front();
+        }
+    }
+
+    /// Appends one row of (column, value) pairs (the header first), flushes, shows progress.
+    fn update(&mut self, row: &[(&str, f64)], num_iterations: usize) {
+        if let Err(e) = self.write(row) {
+            self.fail(format!("cannot write the metrics: {e}"));
+        }
+        self.rows += 1;
+        let get = |name: &str| row.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
+        let mean = self.recent.iter().sum::<f64>() / self.recent.len() as f64; // NaN before any episode
+        let msg = format!("SPS {}, return (last 20) {mean:.1}", get("charts/SPS"));
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(get("global_step") as u64);
+                bar.set_message(msg);
+            }
+            None if self.rows.is_multiple_of(num_iterations.div_ceil(50)) || self.rows == num_iterations => {
+                println!("update {}/{num_iterations}, global_step {}, {msg}", self.rows, get("global_step"));
+            }
+            None => {}
+        }
+    }
+
+    fn write(&mut self, row: &[(&str, f64)]) -> std::io::Result<()> {
+        if self.rows == 0 {
+            self.updates.write_record(row.iter().map(|(name, _)| name))?;
+        }
+        self.updates.write_record(row.iter().map(|(_, value)| value.to_string()))?;
+        let step = row.iter().find(|(name, _)| *name == "global_step").map_or(0, |(_, v)| *v as i64);
+        for (tag, value) in row.iter().filter(|(name, _)| name.contains('/')) {
+            // TensorBoard keeps f32, as CleanRL's SummaryWriter does
+            self.tb.write_scalar(step, tag, *value as f32).map_err(std::io::Error::other)?;
+        }
+        self.updates.flush()?;
+        self.episodes.flush()
+    }
+
+    fn eval(&mut self, returns: &[f64]) -> std::io::Result<()> {
+        let mut w = csv::Writer::from_path(self.dir.join("eval.csv"))?;
+        w.write_record(["episode", "eval/episodic_return"])?;
+        for (i, r) in returns.iter().enumerate() {
+            w.write_record(&[i.to_string(), r.to_string()])?;
+        }
+        w.flush()
+    }
+
+    /// Ends the progress bar where it stands, then fails with exit code 1 (metrics so far are kept).
+    fn fail(&self, msg: String) -> ! {
+        if let Some(bar) = &self.bar {
+            bar.abandon();
+        }
+        fail(1, format!("{msg}; the metrics so far are in {}", self.dir.display()))
+    }
+}
+
+/// `Args::parse()` with CleanRL's booleans (`--cuda` alone means true, `--cuda false` turns it
+/// off) and every error in one line with exit code 2.
+fn parse_args() -> Args {
+    let optional_value = |arg: clap::Arg| match arg.get_action() {
+        ArgAction::SetTrue => {
+            let default = arg.get_default_values().first().cloned().unwrap_or_else(|| "false".into());
+            arg.action(ArgAction::Set).num_args(0..=1).default_missing_value("true").default_value(default).value_name("BOOL")
+        }
+        _ => arg,
+    };
+    let matches = Args::command().args_override_self(true).mut_args(optional_value).try_get_matches();
+    matches.and_then(|m| Args::from_arg_matches(&m)).unwrap_or_else(|e| match e.kind() {
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
+        // clap's first paragraph (the error and the allowed values), without its usage lines
+        _ => fail(2, e.to_string().split("\n\n").next().unwrap_or_default().trim_start_matches("error: ").replace("\n  ", " ")),
+    })
+}
+
+// value parsers: the range in which each numeric flag can work
+
+fn at_least_one(s: &str) -> Result<usize, String> {
+    s.parse().map_err(|e| format!("{e}")).and_then(|n| if n >= 1 { Ok(n) } else { Err("must be at least 1".into()) })
+}
+
+fn float_where(s: &str, ok: fn(f64) -> bool, range: &str) -> Result<f64, String> {
+    s.parse().map_err(|e| format!("{e}")).and_then(|x| if ok(x) { Ok(x) } else { Err(format!("must be {range}")) })
+}
+
+fn positive(s: &str) -> Result<f64, String> {
+    float_where(s, |x| x > 0.0 && x.is_finite(), "finite and > 0")
+}
+
+fn kl_target(s: &str) -> Result<f64, String> {
+    float_where(s, |x| x >= 0.0, ">= 0 (inf: never stop)")
+}
+
+fn finite(s: &str) -> Result<f64, String> {
+    float_where(s, f64::is_finite, "finite")
+}
+
+fn unit_interval(s: &str) -> Result<f64, String> {
+    float_where(s, |x| (0.0..=1.0).contains(&x), "in [0, 1]")
+}
+
+/// `--exp-name` names a directory inside runs/, so it is a plain name.
+fn plain_name(s: &str) -> Result<String, String> {
+    let plain = !s.is_empty() && !s.contains(['/', '\\']) && !s.contains("..");
+    plain.then(|| s.to_string()).ok_or_else(|| "must be a plain name, without '/', '\\' or '..'".into())
+}
+
+/// Prints one line and exits: 2 for bad input, 1 for failures while running.
+fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
+    eprintln!("error: {msg}");
+    std::process::exit(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::explained_variance;
+
+    #[test]
+    fn explained_variance_is_nan_for_constant_returns_as_numpy() {
+        assert!(explained_variance(&[1.0, 2.0], &[3.0, 3.0]).is_nan(), "values vary, returns constant");
+        assert!(explained_variance(&[3.0, 3.0], &[3.0, 3.0]).is_nan(), "both constant");
+        assert_eq!(explained_variance(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]), 1.0);
+        assert_eq!(explained_variance(&[0.0, 0.0], &[1.0, 3.0]), 0.0);
+    }
+
+    /// Aux 4, checked by hand: masked entries get probability exactly 0 and no gradient, are
+    /// never sampled, and the entropy is that of the valid entries' distribution.
+    #[test]
+    fn masked_entries_have_probability_0_no_gradient_and_no_entropy() {
+        use super::categorical_masked;
+        use tch::{Kind, Tensor};
+        let logits = Tensor::from_slice(&[0.5f32, 2.0, -1.0, 1.0, 0.0]).view([1, 5]).set_requires_grad(true);
+        let mask = Tensor::from_slice(&[true, false, true, false, true]).view([1, 5]);
+        // every action's log-prob: the masked ones' probabilities are exactly 0
+        let all: Vec<f64> = (0..5)
+            .map(|a| categorical_masked(&logits, Some(&mask), Some(&Tensor::from_slice(&[a as i64]))).1.double_value(&[0]).exp())
+            .collect();
+        let z = 0.5f64.exp() + (-1.0f64).exp() + 1.0;
+        let want = [0.5f64.exp() / z, 0.0, (-1.0f64).exp() / z, 0.0, 1.0 / z];
+        for (got, want) in all.iter().zip(want) {
+            assert!((got - want).abs() < 1e-6, "{all:?} vs {want:?}");
+        }
+        assert_eq!((all[1], all[3]), (0.0, 0.0));
+        // the entropy of the valid entries' distribution, and gradients only on valid logits
+        let (_, log_prob, entropy) = categorical_masked(&logits, Some(&mask), Some(&Tensor::from_slice(&[0i64])));
+        let h: f64 = -want.iter().filter(|&&p| p > 0.0).map(|p| p * p.ln()).sum::<f64>();
+        assert!((entropy.double_value(&[0]) - h).abs() < 1e-6, "entropy {} vs {h}", entropy.double_value(&[0]));
+        (log_prob + entropy).sum(Kind::Float).backward();
+        let grad = Vec::<f32>::try_from(logits.grad().view([-1])).expect("a float gradient");
+        assert_eq!((grad[1], grad[3]), (0.0, 0.0), "{grad:?}");
+        assert!(grad[0] != 0.0 && grad[2] != 0.0 && grad[4] != 0.0, "{grad:?}");
+        // 20,000 draws: never a masked entry; without the mask, every entry
+        let many = logits.detach().expand([20_000, 5], false);
+        let (drawn, _, _) = categorical_masked(&many, Some(&mask.expand([20_000, 5], false)), None);
+        let counts = Vec::<i64>::try_from(drawn.bincount(None::<Tensor>, 5)).expect("counts");
+        assert_eq!((counts[1], counts[3]), (0, 0), "{counts:?}");
+        let counts = Vec::<i64>::try_from(categorical_masked(&many, None, None).0.bincount(None::<Tensor>, 5)).expect("counts");
+        assert!(counts.iter().all(|&c| c > 0), "{counts:?}");
+    }
+}

@@ -1,0 +1,84 @@
+//! `ppo_multidiscrete_mask` end to end: the real binary on the native masked env GridHarvest-v0
+//! (the masked categorical itself is unit-tested in the binary: probability 0, no gradient, no
+//! entropy for masked entries).
+
+mod common;
+use common::{assert_bad_input, assert_ratio_one_and_small_kl, run, Table};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ppo_multidiscrete_mask");
+const GRID: &[&str] = &["--env-id", "GridHarvest-v0", "--torch-threads", "1"];
+
+/// 8 updates of 8 envs x 128 steps, default hyperparameters otherwise.
+#[test]
+fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
+    let r = run(BIN, &[GRID, &["--total-timesteps", "8192"]].concat());
+    r.assert_ok();
+    let updates = r.csv("updates.csv");
+    assert_eq!(updates.rows.len(), 8);
+    assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 50);
+    common::assert_tensorboard_matches_csvs(&r);
+    assert!(updates.col("debug/invalid_actions").iter().all(|&n| n == 0.0), "a masked action was sampled");
+}
+
+#[test]
+fn same_seed_same_metrics_with_one_or_two_env_threads() {
+    let args = [GRID, &["--total-timesteps", "2048", "--seed", "3"]].concat();
+    let a = run(BIN, &[&args[..], &["--env-threads", "1"]].concat());
+    let b = run(BIN, &[&args[..], &["--env-threads", "2"]].concat());
+    let c = run(BIN, &[GRID, &["--total-timesteps", "2048", "--seed", "4"]].concat());
+    common::assert_same_metrics(&a, &b, &c);
+}
+
+/// The saved weights reload and play 10 episodes with masked sampling.
+#[test]
+fn save_model_writes_weights_and_evaluates_them() {
+    let r = run(BIN, &[GRID, &["--total-timesteps", "2048", "--save-model"]].concat());
+    r.assert_ok();
+    assert!(r.dir().join("ppo_multidiscrete_mask.safetensors").is_file());
+    let returns = r.csv("eval.csv").col("eval/episodic_return");
+    assert_eq!(returns.len(), 10);
+    assert!(returns.iter().all(|r| (0.0..=20.0).contains(r)), "{returns:?}");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_code_2() {
+    assert_bad_input(BIN, common::SHARED_FLAG_EDGES);
+    assert_bad_input(
+        BIN,
+        &[
+            (&["--env-id", "CartPole-v1"], &[], "run it with ppo or ppo_lstm;"),
+            (&["--env-id", "BreakoutNoFrameskip-v4"], &[], "run it with ppo_atari"),
+            (&["--env-id", "NoSuchEnv-v0"], &[], "unknown env id 'NoSuchEnv-v0'"),
+            (&["--invalid-action-masking", "maybe"], &[], "--invalid-action-masking"),
+        ],
+    );
+}
+
+/// The mean return of the last 20 episodes.
+fn last_20(episodes: &Table) -> f64 {
+    let returns = episodes.col("charts/episodic_return");
+    let last: Vec<f64> = returns.iter().rev().take(20).copied().collect();
+    last.iter().sum::<f64>() / last.len() as f64
+}
+
+/// Masking is what makes the task learnable: with it the agent harvests on nearly every step
+/// (the best return is 20), never sampling an invalid action; without it, at the same steps, it
+/// does not find a valid harvest. Settings for this small task (the blog's are for MicroRTS):
+/// lr 2.5e-3 annealed, ent_coef 0.001, 256k steps. Measured, seed 1: masked 5.4 / 14.0 / 17.3 /
+/// 18.4 at 33k / 66k / 98k / 131k steps and 18.7 at the end; unmasked 0 throughout.
+#[test]
+fn with_masking_the_agent_reaches_the_best_return_and_without_it_does_not() {
+    let steps = ["--total-timesteps", "262144", "--learning-rate", "2.5e-3", "--ent-coef", "0.001", "--seed", "1", "--env-threads", "1"];
+    let (masked, unmasked) = std::thread::scope(|s| {
+        let masked = s.spawn(|| run(BIN, &[GRID, &steps].concat()));
+        let unmasked = s.spawn(|| run(BIN, &[GRID, &steps, &["--invalid-action-masking", "false"]].concat()));
+        (masked.join().expect("masked run"), unmasked.join().expect("unmasked run"))
+    });
+    masked.assert_ok();
+    unmasked.assert_ok();
+    let (with, without) = (last_20(&masked.csv("episodes.csv")), last_20(&unmasked.csv("episodes.csv")));
+    assert!(with >= 17.5, "with masking the last 20 episodes average {with} (best 20)");
+    assert!(without < with / 4.0, "without masking {without}, with {with}");
+    assert!(masked.csv("updates.csv").col("debug/invalid_actions").iter().all(|&n| n == 0.0));
+    assert!(unmasked.csv("updates.csv").col("debug/invalid_actions").iter().all(|&n| n > 0.0));
+}
