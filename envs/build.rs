@@ -3,7 +3,7 @@
 //! scripts/setup links them, so binaries need no exported variable (each has a run-time
 //! override): `../.ale-roms` (ale-py's ROMs; ALE_ROM_DIR), `../.mujoco` (the mujoco package,
 //! holding libmujoco; MUJOCO_DIR) and `../.mujoco-assets` (gymnasium's MuJoCo model files;
-//! MUJOCO_ASSETS_DIR).
+//! MUJOCO_ASSETS_DIR), `../.microrts` (gym-microrts 0.2.0's microrts.jar and maps; MICRORTS_DIR).
 fn main() {
     println!("cargo:rustc-link-lib=dylib=stdc++");
     println!("cargo:rustc-link-lib=dylib=z");
@@ -11,6 +11,7 @@ fn main() {
         ("../.ale-roms", "PPO_DETAILS_DEFAULT_ROM_DIR"),
         ("../.mujoco", "PPO_DETAILS_DEFAULT_MUJOCO_DIR"),
         ("../.mujoco-assets", "PPO_DETAILS_DEFAULT_MUJOCO_ASSETS"),
+        ("../.microrts", "PPO_DETAILS_DEFAULT_MICRORTS_DIR"),
     ] {
         let link = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(link);
         println!("cargo:rerun-if-changed={}", link.display());

@@ -50,8 +50,24 @@ fn bad_input_is_one_line_and_exit_code_2() {
             (&["--env-id", "BreakoutNoFrameskip-v4"], &[], "run it with ppo_atari"),
             (&["--env-id", "NoSuchEnv-v0"], &[], "unknown env id 'NoSuchEnv-v0'"),
             (&["--invalid-action-masking", "maybe"], &[], "--invalid-action-masking"),
+            (&[], &[("MICRORTS_DIR", "/nonexistent")], "MicroRTS is not installed: no /nonexistent/microrts.jar"),
+            (&["--env-id", "MicrortsMining-v2"], &[], "unknown env id 'MicrortsMining-v2'"),
         ],
     );
+}
+
+/// The default env, MicrortsMining-v1 on the real engine, briefly: ratio == 1 at the first
+/// minibatch, no masked action ever sampled, the engine's chatter kept off stdout.
+#[test]
+fn microrts_runs_with_masks() {
+    let r = run(BIN, &["--total-timesteps", "2048", "--torch-threads", "1"]);
+    r.assert_ok();
+    let updates = r.csv("updates.csv");
+    assert_eq!(updates.rows.len(), 2);
+    assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 2);
+    assert!(updates.col("debug/invalid_actions").iter().all(|&n| n == 0.0));
+    let stdout = String::from_utf8_lossy(&r.output.stdout);
+    assert!(!stdout.contains("maps/"), "the engine printed: {stdout}");
 }
 
 /// The mean return of the last 20 episodes.

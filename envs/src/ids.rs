@@ -1,7 +1,7 @@
 //! Which env ids each binary runs, so that a binary's error for an id lists the ids it can run
 //! and, for an id another binary runs, names that binary.
 
-use crate::{atari, harvest, mujoco, ressim, EnvError};
+use crate::{atari, harvest, microrts, mujoco, ressim, EnvError};
 
 /// Env ids of one kind: the binaries that run one of them run them all.
 struct Family {
@@ -28,9 +28,10 @@ const MUJOCO: Family = Family { what: "a MuJoCo env", ids: Ids::Listed(&mujoco::
 const RESSIM: Family = Family { what: "a reservoir simulation", ids: Ids::Listed(&ressim::IDS) };
 const ATARI: Family = Family { what: "an Atari game", ids: Ids::AtariV4 };
 const MASKED: Family = Family { what: "a MultiDiscrete env with action masks", ids: Ids::Listed(&[harvest::ID]) };
+const MICRORTS: Family = Family { what: "a MicroRTS game", ids: Ids::Listed(&microrts::IDS) };
 
 /// Every family, in the order `EnvError::unknown` lists them.
-const FAMILIES: [Family; 6] = [CLASSIC_DISCRETE, CLASSIC_CONTINUOUS, MUJOCO, RESSIM, ATARI, MASKED];
+const FAMILIES: [Family; 7] = [CLASSIC_DISCRETE, CLASSIC_CONTINUOUS, MUJOCO, RESSIM, ATARI, MICRORTS, MASKED];
 
 /// The families each binary runs, keyed by its name (`env!("CARGO_BIN_NAME")`). A new binary
 /// is a row here; a new kind of ids (MicroRTS) a new `Family` above.
@@ -40,7 +41,7 @@ const BINARIES: &[(&str, &[Family])] = &[
     ("ppo_continuous", &[CLASSIC_CONTINUOUS, MUJOCO, RESSIM]),
     ("ppo_multilevel", &[RESSIM]),
     ("ppo_lstm", &[ATARI, CLASSIC_DISCRETE]),
-    ("ppo_multidiscrete_mask", &[MASKED]),
+    ("ppo_multidiscrete_mask", &[MICRORTS, MASKED]),
 ];
 
 impl Family {
@@ -176,7 +177,7 @@ mod tests {
 
     #[test]
     fn the_table_names_the_ids_envs_makes_and_nothing_else() {
-        let known: Vec<&str> = crate::KNOWN_ENVS.iter().map(|(id, _)| *id).chain(ressim::IDS).collect();
+        let known: Vec<&str> = crate::KNOWN_ENVS.iter().map(|(id, _)| *id).chain(ressim::IDS).chain(microrts::IDS).collect();
         for family in &FAMILIES {
             if let Ids::Listed(ids) = family.ids {
                 assert!(ids.iter().all(|id| known.contains(id)), "{ids:?}");

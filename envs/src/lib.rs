@@ -11,6 +11,7 @@ mod classic;
 mod env;
 pub mod harvest;
 mod ids;
+pub mod microrts;
 pub mod mujoco;
 pub mod ressim;
 mod spaces;
@@ -84,6 +85,9 @@ fn no_velocity(indices: &'static [usize]) -> impl Fn(&mut [f32]) + Send {
 pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
     if ressim::IDS.contains(&id) {
         return Ok(Box::new(ressim::make(id, None)?));
+    }
+    if let Some(max_steps) = microrts::max_steps(id) {
+        return Ok(Box::new(TimeLimit::new(microrts::Microrts::new(id)?, max_steps)));
     }
     let &(_, max_steps) = KNOWN_ENVS.iter().find(|(known, _)| *known == id).ok_or_else(|| EnvError::unknown(id))?;
     Ok(match id {

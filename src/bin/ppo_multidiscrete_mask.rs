@@ -3,9 +3,10 @@
 //! The blog's `ppo_multidiscrete_mask.py`: `ppo_atari.rs` with a `MultiDiscrete` action (one
 //! categorical per component, `// MultiDiscrete 1`) whose invalid entries are masked out
 //! (`// Aux 4`), the env's masks stored and minibatched with the observations, and the blog's
-//! small CNN on a one-hot grid (no Atari wrappers). `--invalid-action-masking false` is the ablation.
+//! small CNN on a one-hot grid (no Atari wrappers): MicroRTS's real engine (`envs::microrts`),
+//! or the native GridHarvest-v0. `--invalid-action-masking false` is the ablation.
 //!
-//! Run: `cargo run --release --bin ppo_multidiscrete_mask -- --env-id GridHarvest-v0 --seed 1`
+//! Run: `cargo run --release --bin ppo_multidiscrete_mask -- --env-id MicrortsMining-v1 --seed 1`
 //! Writes `runs/<env-id>__<exp-name>__<seed>__<unix-time>/`: args.json, episodes.csv and
 //! updates.csv (CleanRL's metric names, plus debug columns), TensorBoard events, and with
 //! `--save-model` the weights and eval.csv.
@@ -46,8 +47,8 @@ struct Args {
     /// save the weights to the run directory, then evaluate them for 10 episodes
     #[arg(long, default_value_t = false)]
     save_model: bool,
-    /// the id of the environment (a MultiDiscrete env with action masks: GridHarvest-v0)
-    #[arg(long, default_value = "GridHarvest-v0")]
+    /// the id of the environment (MicroRTS: MicrortsMining-v1, ...; or the native GridHarvest-v0)
+    #[arg(long, default_value = "MicrortsMining-v1")]
     env_id: String,
     /// total timesteps of the experiment
     #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..))]
