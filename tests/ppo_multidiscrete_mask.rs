@@ -70,6 +70,16 @@ fn microrts_runs_with_masks() {
     assert!(!stdout.contains("maps/"), "the engine printed: {stdout}");
 }
 
+/// Against PassiveAI the engine is deterministic, so a MicroRTS run is too, on 1 or 2 env threads.
+#[test]
+fn microrts_same_seed_same_metrics_with_one_or_two_env_threads() {
+    let args = ["--total-timesteps", "2048", "--torch-threads", "1", "--seed", "3"];
+    let a = run(BIN, &[&args[..], &["--env-threads", "1"]].concat());
+    let b = run(BIN, &[&args[..], &["--env-threads", "2"]].concat());
+    let c = run(BIN, &["--total-timesteps", "2048", "--torch-threads", "1", "--seed", "4"]);
+    common::assert_same_metrics(&a, &b, &c);
+}
+
 /// The mean return of the last 20 episodes.
 fn last_20(episodes: &Table) -> f64 {
     let returns = episodes.col("charts/episodic_return");
