@@ -51,6 +51,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
             (&["--env-id", "NoSuchEnv-v0"], &[], "unknown env id 'NoSuchEnv-v0'"),
             (&["--invalid-action-masking", "maybe"], &[], "--invalid-action-masking"),
             (&[], &[("MICRORTS_DIR", "/nonexistent")], "MicroRTS is not installed: no /nonexistent/microrts.jar"),
+            (&[], &[("JAVA_HOME", "/nonexistent")], "cannot start a Java VM for MicroRTS"),
             (&["--env-id", "MicrortsMining-v2"], &[], "unknown env id 'MicrortsMining-v2'"),
         ],
     );
