@@ -54,10 +54,10 @@ pub trait Env: Send {
         0
     }
     /// The current observation's valid actions, one flag per logit (`Space::mask_dim` entries:
-    /// `n` for `Discrete`, component after component for `MultiDiscrete`). Envs where every
-    /// action is always valid keep this default; wrappers pass it through.
-    fn action_mask(&self, mask: &mut [bool]) {
-        mask.fill(true);
+    /// `n` for `Discrete`, component after component for `MultiDiscrete`); `None` (the default)
+    /// for envs whose actions are always all valid. Wrappers pass it through.
+    fn action_mask(&self) -> Option<&[bool]> {
+        None
     }
     /// The innermost env, for callers that need its concrete type (gymnasium's `unwrapped`),
     /// e.g. `env.unwrapped().and_then(|e| e.downcast_mut::<ResSim>())`; wrappers pass it
@@ -84,8 +84,8 @@ impl<T: Copy + Default + Send + Sync + 'static> Env for Box<dyn Env<Obs = T>> {
     fn lives(&self) -> u32 {
         (**self).lives()
     }
-    fn action_mask(&self, mask: &mut [bool]) {
-        (**self).action_mask(mask)
+    fn action_mask(&self) -> Option<&[bool]> {
+        (**self).action_mask()
     }
     fn unwrapped(&mut self) -> Option<&mut dyn std::any::Any> {
         (**self).unwrapped()
@@ -99,8 +99,8 @@ macro_rules! forward {
         $(fn $method(&self) -> $ty {
             self.inner.$method()
         })*
-        fn action_mask(&self, mask: &mut [bool]) {
-            self.inner.action_mask(mask)
+        fn action_mask(&self) -> Option<&[bool]> {
+            self.inner.action_mask()
         }
         fn unwrapped(&mut self) -> Option<&mut dyn std::any::Any> {
             self.inner.unwrapped()

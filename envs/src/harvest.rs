@@ -127,7 +127,7 @@ impl Env for GridHarvest {
         Step { reward, terminated: false, truncated: false, episode: None }
     }
 
-    fn action_mask(&self, mask: &mut [bool]) {
-        mask.copy_from_slice(&self.mask);
+    fn action_mask(&self) -> Option<&[bool]> {
+        Some(&self.mask)
     }
 }

@@ -250,7 +250,7 @@ impl Env for Microrts {
         Step { reward, terminated: done, truncated: false, episode: None }
     }
 
-    fn action_mask(&self, mask: &mut [bool]) {
-        mask.copy_from_slice(&self.mask);
+    fn action_mask(&self) -> Option<&[bool]> {
+        Some(&self.mask)
     }
 }

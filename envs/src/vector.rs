@@ -43,7 +43,8 @@ pub struct VecEnv<T: Copy + Default + Send + Sync + 'static> {
     /// Entries per env in `masks` (`Space::mask_dim` of the action space).
     pub mask_dim: usize,
     /// `num_envs * mask_dim` flags, one row per env: which actions are valid for the observation
-    /// in `obs` (after an auto-reset, the new episode's first), from `Env::action_mask`.
+    /// in `obs` (after an auto-reset, the new episode's first), from `Env::action_mask`; all
+    /// true for envs without masks.
     pub masks: Vec<bool>,
 }
 
@@ -128,9 +129,12 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
     }
 
     fn read_masks(&mut self) {
-        if self.mask_dim > 0 {
-            for (env, mask) in self.envs.iter().zip(self.masks.chunks_mut(self.mask_dim)) {
-                env.action_mask(mask);
+        if self.mask_dim == 0 {
+            return; // a Box action space: nothing to mask
+        }
+        for (env, row) in self.envs.iter().zip(self.masks.chunks_mut(self.mask_dim)) {
+            if let Some(mask) = env.action_mask() {
+                row.copy_from_slice(mask);
             }
         }
     }

@@ -22,9 +22,7 @@ fn decode(cell: &[f32]) -> [usize; 5] {
 }
 
 fn mask_of(env: &dyn Env<Obs = f32>) -> Vec<bool> {
-    let mut mask = vec![false; 229];
-    env.action_mask(&mut mask);
-    mask
+    env.action_mask().expect("MicroRTS has masks").to_vec()
 }
 
 /// basesWorkers10x10 at the start: each player a base (type 2 = Base + 1) and a worker

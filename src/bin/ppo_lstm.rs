@@ -193,7 +193,10 @@ impl Agent {
         let (mut h, mut c) = (lstm_state.h(), lstm_state.c());
         let steps = hidden.size()[0];
         let mut ended = vec![0f32; steps as usize]; // how many episodes ended before each step
-        done.sum_dim_intlist(&[1i64, 2][..], false, Kind::Float).to_device(Device::Cpu).copy_data(&mut ended, steps as usize);
+        if steps > 1 {
+            // (a rollout step has one step: no copy, no device sync)
+            done.sum_dim_intlist(&[1i64, 2][..], false, Kind::Float).to_device(Device::Cpu).copy_data(&mut ended, steps as usize);
+        }
         let (mut new_hidden, mut t) = (Vec::new(), 0);
         while t < steps {
             // one libtorch call for each run of steps in which no episode ends
