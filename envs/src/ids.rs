@@ -125,7 +125,8 @@ mod tests {
         );
         assert_eq!(message("ppo_multilevel", "ResSim-v9"), "unknown env id 'ResSim-v9'; ppo_multilevel runs ResSim-case1, ResSim-v1");
         let continuous = "ppo_continuous runs Pendulum-v1, MountainCarContinuous-v0, PendulumNoVel-v1, MountainCarContinuousNoVel-v0, HalfCheetah-v4, Hopper-v4, Walker2d-v4, \
-                          InvertedPendulum-v4, ResSim-case1, ResSim-v1";
+                          InvertedPendulum-v4, Ant-v4, Humanoid-v4, HumanoidStandup-v4, InvertedDoublePendulum-v4, Pusher-v4, Reacher-v4, \
+                          Swimmer-v4, ResSim-case1, ResSim-v1";
         assert_eq!(message("ppo_continuous", "NoSuchEnv-v9"), format!("unknown env id 'NoSuchEnv-v9'; {continuous}"));
     }
 

@@ -42,7 +42,7 @@ struct Args {
     /// save the weights to the run directory, then evaluate them for 10 episodes
     #[arg(long, default_value_t = false)]
     save_model: bool,
-    /// the id of the environment (HalfCheetah-v4, Hopper-v4, Walker2d-v4, InvertedPendulum-v4, Pendulum-v1, ...)
+    /// the id of the environment (HalfCheetah-v4 or another of gymnasium's MuJoCo v4 ids, Pendulum-v1, ...)
     #[arg(long, default_value = "HalfCheetah-v4")]
     env_id: String,
     /// total timesteps of the experiment
