@@ -108,8 +108,41 @@ fn same_seed_same_metrics_on_cpu_for_any_thread_count() {
     assert_eq!(metrics(&a), metrics(&b));
 }
 
+/// Users' own reservoirs: a log-permeability field from a CSV file, or other generated fields by
+/// seed; each changes the run, and the file's path is in args.json.
+#[test]
+fn own_permeability_field_from_a_file_or_a_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    // a channel across the middle rows of the 61x61 grid, written as a user would
+    let field = envs::ressim::perm::channel_field(61, 61, 5.5, -2.0, 0.2, 0.4, 0.4);
+    let text: Vec<String> = field.chunks(61).map(|row| row.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",")).collect();
+    let path = dir.path().join("my_reservoir.csv");
+    std::fs::write(&path, format!("# ln(k / mD)\n{}\n", text.join("\n"))).unwrap();
+    let path = path.to_str().unwrap();
+    let built_in = run(BIN, &[SMALL, &["--seed", "5"]].concat());
+    let from_file = run(BIN, &[SMALL, &["--seed", "5", "--perm-file", path]].concat());
+    let other_seed = run(BIN, &[SMALL, &["--seed", "5", "--perm-seed", "2"]].concat());
+    let returns = |r: &Run| r.assert_ok().csv("episodes.csv").col("charts/episodic_return");
+    assert_ne!(returns(&from_file), returns(&built_in));
+    assert_ne!(returns(&other_seed), returns(&built_in));
+    let args = std::fs::read_to_string(from_file.dir().join("args.json")).unwrap();
+    assert!(args.contains("my_reservoir.csv"), "{args}");
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short.csv");
+    std::fs::write(&short, "-2.0,-2.0\n5.5,5.5\n").unwrap();
+    let short = short.to_str().unwrap();
+    common::assert_bad_input(
+        BIN,
+        &[
+            (&[SMALL, &["--perm-file", short]].concat(), &[], "line 1 has 2 values; the grid is 61x61"),
+            (&[SMALL, &["--perm-file", "/nonexistent/field.csv"]].concat(), &[], "permeability file /nonexistent/field.csv: cannot read it"),
+            (&[SMALL, &["--perm-file", short, "--perm-seed", "2"]].concat(), &[], "cannot be used with"),
+        ],
+    );
     common::assert_bad_input(
         BIN,
         &[
@@ -159,6 +192,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
         ("--torch-threads", "0", "0"),
         ("--env-threads", "0", "0"),
         ("--seed", "-3", "-3"),
+        ("--perm-seed", "-1", "-1"),
         ("--shared-trunk", "maybe", "maybe"),
         ("--exp-name", "../up", "../up"),
     ];

@@ -25,7 +25,7 @@ fn usizes(v: &Value) -> Vec<usize> {
 
 /// Test case 1 with the reference's first two fields.
 fn case1() -> Arc<Shared> {
-    Arc::new(Shared::new(ressim::config("ResSim-case1", 2).unwrap()).unwrap())
+    Arc::new(Shared::new(ressim::config("ResSim-case1", &ressim::Fields::Generated { n: 2, seed: 1 }).unwrap()).unwrap())
 }
 
 /// Asserts max |got - want| <= tol; returns that maximum divided by tol.
@@ -159,4 +159,50 @@ fn level_mappings_match_the_reference() {
         assert_eq!(s, floats(&psi["s_fine"]), "psi of level {level}: s");
         assert_eq!(p, floats(&psi["p_fine"]), "psi of level {level}: p");
     }
+}
+
+/// A field from a CSV file (`Fields::File`): a generated field written out and read back is the
+/// same field bit for bit, comments and blank lines aside; every malformed file is one line
+/// naming the file and what is wrong.
+#[test]
+fn permeability_fields_from_a_csv_file() {
+    let dir = std::env::temp_dir().join(format!("ressim-perm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let field = ressim::perm::batch_generate(61, 61, 5.5, -2.0, (0.1, 0.3), 3, 7).pop().unwrap();
+    let rows: Vec<String> = field.chunks(61).map(|r| r.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", ")).collect();
+    let good = write("good.csv", &format!("# ln(permeability / mD), 61 x 61\n\n{}\n", rows.join("\n")));
+    let config = ressim::config("ResSim-case1", &ressim::Fields::File(good.clone())).unwrap();
+    assert_eq!(config.logk, vec![field.clone()]);
+    // the env runs on it, on every level (one field: every reset picks it)
+    let mut env = ressim::make_with("ResSim-case1", &ressim::Fields::File(good.clone()), Some(15)).unwrap();
+    let mut obs = vec![0f32; 3 * 31];
+    envs::Env::reset(&mut env, Some(3), &mut obs);
+    assert_eq!(env.k_index, 0);
+    // another generator seed gives other fields
+    let other = ressim::config("ResSim-case1", &ressim::Fields::Generated { n: 16, seed: 2 }).unwrap();
+    assert_ne!(other.logk[0], ressim::config("ResSim-case1", &ressim::BUILT_IN).unwrap().logk[0]);
+
+    let short_row = rows.iter().enumerate().map(|(i, r)| if i == 4 { r.rsplit_once(',').unwrap().0.to_string() } else { r.clone() });
+    let not_a_number = rows.iter().enumerate().map(|(i, r)| if i == 2 { r.replacen("-2.0", "x", 1) } else { r.clone() });
+    let nan = rows.iter().enumerate().map(|(i, r)| if i == 0 { r.replacen("-2.0", "NaN", 1) } else { r.clone() });
+    for (name, text, want) in [
+        ("short.csv", short_row.collect::<Vec<_>>().join("\n"), "line 5 has 60 values; the grid is 61x61 (one line per row, 61 values each)"),
+        ("few.csv", rows[..60].join("\n"), "60 rows; the grid is 61x61 (one line per row)"),
+        ("many.csv", format!("{}\n{}", rows.join("\n"), rows[0]), "more than 61 rows; the grid is 61x61"),
+        ("nan.csv", nan.collect::<Vec<_>>().join("\n"), "line 1, value 1: 'NaN' is not a finite number"),
+        ("text.csv", not_a_number.collect::<Vec<_>>().join("\n"), "line 3, value 1: 'x' is not a finite number"),
+    ] {
+        let path = write(name, &text);
+        let err = ressim::config("ResSim-case1", &ressim::Fields::File(path.clone())).unwrap_err().to_string();
+        assert_eq!(err, format!("permeability file {}: {want}", path.display()), "{name}");
+    }
+    let missing = dir.join("missing.csv");
+    let err = ressim::config("ResSim-v1", &ressim::Fields::File(missing.clone())).unwrap_err().to_string();
+    assert!(err.starts_with(&format!("permeability file {}: cannot read it (", missing.display())) && !err.contains('\n'), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -55,6 +55,12 @@ struct Args {
     /// the reservoir configuration (ResSim-v1: the paper's 128x128; ResSim-case1: the reference's 61x61 test case)
     #[arg(long, default_value = "ResSim-v1")]
     env_id: String,
+    /// your own reservoir: a CSV file of the fine grid's log-permeability (one line per grid row, injectors in column 0; one value per column, ln of the permeability in mD; `#` comments allowed), used instead of the built-in fields
+    #[arg(long, conflicts_with = "perm_seed")]
+    perm_file: Option<std::path::PathBuf>,
+    /// seed of the generator of the 16 channelized permeability fields (1: the built-in fields, the paper's)
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32))]
+    perm_seed: u32,
     /// Multilevel 1: grid size (cells per side) of each level, coarse to fine
     #[arg(long, value_delimiter = ',', default_value = "32,64,128", value_parser = at_least_one)]
     levels: Vec<usize>,
@@ -149,7 +155,11 @@ fn check_args(a: &Args) -> Result<(), String> {
 type EnvAndStats = (Box<dyn Env<Obs = f32>>, Option<envs::ObsStats>);
 fn make_env(args: &Args, nx: usize, obs_rms: Option<envs::RunningMeanStd>) -> Result<EnvAndStats, envs::EnvError> {
     // Continuous 5: clip actions to the valid range for the env
-    let env = envs::ClipAction::new(RecordEpisodeStatistics::new(envs::ressim::make(&args.env_id, Some(nx))?));
+    let fields = match &args.perm_file {
+        Some(path) => envs::ressim::Fields::File(path.clone()),
+        None => envs::ressim::Fields::Generated { n: 16, seed: args.perm_seed },
+    };
+    let env = envs::ClipAction::new(RecordEpisodeStatistics::new(envs::ressim::make_with(&args.env_id, &fields, Some(nx))?));
     if !args.normalize {
         return Ok((Box::new(env), None));
     }

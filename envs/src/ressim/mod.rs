@@ -48,8 +48,22 @@ pub struct Config {
     pub logk: Vec<Vec<f64>>,
 }
 
-/// A configuration by id, with `n_fields` permeability fields from the reference generator.
-pub fn config(id: &str, n_fields: usize) -> Result<Config, EnvError> {
+/// Where a configuration's log-permeability fields come from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Fields {
+    /// `n` channelized fields of the reference generator (`perm::batch_generate`) with this
+    /// seed; the built-in set (`BUILT_IN`) is 16 fields of seed 1
+    Generated { n: usize, seed: u32 },
+    /// one field read from a CSV file (`read_logk_csv`: one line per grid row, one value per
+    /// column, ln of the permeability in millidarcy)
+    File(std::path::PathBuf),
+}
+
+/// The fields every configuration has unless told otherwise.
+pub const BUILT_IN: Fields = Fields::Generated { n: 16, seed: 1 };
+
+/// A configuration by id, with its permeability fields from `fields`.
+pub fn config(id: &str, fields: &Fields) -> Result<Config, EnvError> {
     let (n, wells_from, wells_step) = match id {
         "ResSim-case1" => (61, 0, 2),
         "ResSim-v1" => (128, 2, 4),
@@ -77,7 +91,10 @@ pub fn config(id: &str, n_fields: usize) -> Result<Config, EnvError> {
         nstep,
         terminal_step,
         q_fine,
-        logk: perm::batch_generate(n, n, 5.5, -2.0, (0.1, 0.3), n_fields, 1),
+        logk: match fields {
+            &Fields::Generated { n: n_fields, seed } => perm::batch_generate(n, n, 5.5, -2.0, (0.1, 0.3), n_fields, seed),
+            Fields::File(path) => vec![perm::read_logk_csv(path, n, n)?],
+        },
     })
 }
 
@@ -169,21 +186,31 @@ impl Shared {
     }
 }
 
-/// The shared data of a configuration with the default 16 fields, made once per process.
+/// The shared data of a configuration with the built-in fields, made once per process.
 pub fn shared(id: &str) -> Result<Arc<Shared>, EnvError> {
-    static CACHE: Mutex<Vec<Arc<Shared>>> = Mutex::new(Vec::new());
+    shared_with(id, &BUILT_IN)
+}
+
+/// The shared data of a configuration with the given fields, made once per process.
+pub fn shared_with(id: &str, fields: &Fields) -> Result<Arc<Shared>, EnvError> {
+    static CACHE: Mutex<Vec<(Fields, Arc<Shared>)>> = Mutex::new(Vec::new());
     let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(s) = cache.iter().find(|s| s.config.id == id) {
+    if let Some((_, s)) = cache.iter().find(|(f, s)| s.config.id == id && f == fields) {
         return Ok(s.clone());
     }
-    let s = Arc::new(Shared::new(config(id, 16)?)?);
-    cache.push(s.clone());
+    let s = Arc::new(Shared::new(config(id, fields)?)?);
+    cache.push((fields.clone(), s.clone()));
     Ok(s)
 }
 
-/// `id` on the level whose grid is `nx` by `nx` (`None`: the finest).
+/// `id` with the built-in fields on the level whose grid is `nx` by `nx` (`None`: the finest).
 pub fn make(id: &str, nx: Option<usize>) -> Result<ResSim, EnvError> {
-    let shared = shared(id)?;
+    make_with(id, &BUILT_IN, nx)
+}
+
+/// `id` with the given fields on the level whose grid is `nx` by `nx` (`None`: the finest).
+pub fn make_with(id: &str, fields: &Fields, nx: Option<usize>) -> Result<ResSim, EnvError> {
+    let shared = shared_with(id, fields)?;
     let level = match nx {
         Some(nx) => shared.level_index(nx)?,
         None => shared.levels.len() - 1,

@@ -84,6 +84,49 @@ pub fn batch_generate(nx: usize, ny: usize, channel: f64, base: f64, width_range
         .collect()
 }
 
+/// A log-permeability field of `ny` rows by `nx` columns from a CSV file: one line per grid
+/// row (row 0 first), `nx` comma-separated numbers per line, each the natural log of the cell's
+/// permeability in millidarcy (as `batch_generate` makes them: 5.5 in its channels, -2 around
+/// them). The injectors are in column 0, the producers in the last column. Blank lines and lines
+/// starting with `#` are skipped; spaces around values are allowed. A file that is not this is
+/// one line saying where it is wrong.
+pub fn read_logk_csv(path: &std::path::Path, nx: usize, ny: usize) -> Result<Vec<f64>, crate::EnvError> {
+    let bad = |what: String| crate::EnvError(format!("permeability file {}: {what}", path.display()));
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .comment(Some(b'#'))
+        .trim(csv::Trim::All)
+        .flexible(true)
+        .from_path(path)
+        .map_err(|e| bad(format!("cannot read it ({e})")))?;
+    let mut logk = Vec::with_capacity(nx * ny);
+    let mut rows = 0;
+    for record in reader.records() {
+        let record = record.map_err(|e| bad(format!("not CSV text ({e})")))?;
+        let line = record.position().map_or(rows + 1, |p| p.line() as usize);
+        if record.len() == 1 && record[0].is_empty() {
+            continue; // a blank line
+        }
+        rows += 1;
+        if rows > ny {
+            return Err(bad(format!("more than {ny} rows; the grid is {nx}x{ny}")));
+        }
+        if record.len() != nx {
+            return Err(bad(format!("line {line} has {} values; the grid is {nx}x{ny} (one line per row, {nx} values each)", record.len())));
+        }
+        for (col, field) in record.iter().enumerate() {
+            match field.parse::<f64>() {
+                Ok(v) if v.is_finite() => logk.push(v),
+                _ => return Err(bad(format!("line {line}, value {}: '{field}' is not a finite number", col + 1))),
+            }
+        }
+    }
+    if rows != ny {
+        return Err(bad(format!("{rows} rows; the grid is {nx}x{ny} (one line per row)")));
+    }
+    Ok(logk)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
