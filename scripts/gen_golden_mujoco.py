@@ -7,6 +7,10 @@ partly outside the action bounds) and record the float32 observation, reward, te
 truncated at every step. envs/tests/mujoco.rs puts the Rust env in the recorded state, replays
 the actions and compares. Also records the spaces and dt.
 
+Made with numpy 2.4.6: under numpy 2's scalar rules (NEP 50) a control cost such as
+`0.1 * np.sum(np.square(action))` of a float32 action is float32, and envs/src/mujoco.rs computes
+it so; numpy 1 would give float64 there (rewards differing by ~1e-8 relative).
+
 Run: scripts/setup --dev && ~/.cache/ppo-details/venv/bin/python scripts/gen_golden_mujoco.py
 """
 import gzip
@@ -18,6 +22,7 @@ import mujoco
 import numpy as np
 
 assert gym.__version__ == "0.29.1", f"golden data is made with gymnasium 0.29.1, found {gym.__version__}"
+assert int(np.__version__.split(".")[0]) >= 2, f"golden data is made with numpy 2 (float32 control costs), found {np.__version__}"
 assert mujoco.__version__ == "3.17.0", f"golden data is made with mujoco 3.17.0 (the library envs loads), found {mujoco.__version__}"
 # Swimmer-v4's XML asks for `collision="predefined"`, which MuJoCo 3 no longer knows (it refuses
 # the file); the model lists no contact pairs, so the same model is the one with contacts disabled.
@@ -96,7 +101,7 @@ def rollout(env_id, seed, noise, max_steps):
 
 
 def main():
-    golden = {"gymnasium": gym.__version__, "mujoco": mujoco.__version__, "spaces": {}, "cases": []}
+    golden = {"gymnasium": gym.__version__, "mujoco": mujoco.__version__, "numpy": np.__version__, "spaces": {}, "cases": []}
     for env_id, seed, noise, max_steps in CASES:
         case, env = rollout(env_id, seed, noise, max_steps)
         golden["cases"].append(case)
