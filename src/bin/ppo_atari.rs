@@ -308,30 +308,29 @@ fn main() {
 
         // Optimizing the policy and value network
         let learn_start = Instant::now();
-        let mut clipfracs = Vec::new();
         let (mut first_minibatch, mut last) = (None, None);
+        let mut ratios = Vec::new();
         for epoch in 0..args.update_epochs {
-            // Core 6: shuffled mini-batches that cover the whole batch each epoch
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch (the batch is
+            // gathered in the shuffled order once per epoch; minibatches are slices of it)
             let b_inds = Tensor::randperm(batch_size as i64, (Kind::Int64, device));
-            for start in (0..batch_size).step_by(minibatch_size) {
-                let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
-                let (mb_obs, mb_actions) = (b_obs.index_select(0, &mb_inds), b_actions.index_select(0, &mb_inds));
-                let (_, newlogprob, entropy, newvalue) = agent.get_action_and_value(&mb_obs, Some(&mb_actions));
-                let logratio = &newlogprob - b_logprobs.index_select(0, &mb_inds);
+            let shuffled = |t: &Tensor| t.index_select(0, &b_inds).split(minibatch_size as i64, 0);
+            let (obs_mbs, actions_mbs, logprobs_mbs) = (shuffled(&b_obs), shuffled(&b_actions), shuffled(&b_logprobs));
+            let (advantages_mbs, returns_mbs, values_mbs) = (shuffled(&b_advantages_t), shuffled(&b_returns_t), shuffled(&b_values_t));
+            for (mb, start) in (0..batch_size).step_by(minibatch_size).enumerate() {
+                let (_, newlogprob, entropy, newvalue) = agent.get_action_and_value(&obs_mbs[mb], Some(&actions_mbs[mb]));
+                let logratio = &newlogprob - &logprobs_mbs[mb];
                 let ratio = logratio.exp();
 
-                // Core 12: debug variables
-                let (old_approx_kl, approx_kl, clipfrac) = tch::no_grad(|| {
-                    let clipfrac = (&ratio - 1.0).abs().gt(args.clip_coef).to_kind(Kind::Float).mean(Kind::Float);
-                    if epoch == 0 && start == 0 {
-                        // the policy has not moved yet: the ratio must be exactly 1 here
-                        first_minibatch = Some(((&ratio - 1.0).abs().max(), clipfrac.shallow_clone()));
-                    }
-                    ((-&logratio).mean(Kind::Float), ((&ratio - 1.0) - &logratio).mean(Kind::Float), clipfrac)
-                });
-                clipfracs.push(clipfrac);
+                // Core 12: debug variables (the clip fraction from all ratios after the update; the
+                // KL estimates below, of each epoch's last minibatch: the ones logged and checked)
+                ratios.push(ratio.detach());
+                if epoch == 0 && start == 0 {
+                    // the policy has not moved yet: the ratio must be exactly 1 here
+                    first_minibatch = Some(tch::no_grad(|| ((&ratio - 1.0).abs().max(), clipfrac(&ratios, args.clip_coef))));
+                }
 
-                let mut mb_advantages = b_advantages_t.index_select(0, &mb_inds);
+                let mut mb_advantages = advantages_mbs[mb].shallow_clone();
                 if args.norm_adv {
                     // Core 7: per-minibatch advantage normalization
                     mb_advantages = (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
@@ -343,16 +342,16 @@ fn main() {
                 let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
 
                 let newvalue = newvalue.view([-1]);
-                let mb_returns = b_returns_t.index_select(0, &mb_inds);
+                let mb_returns = &returns_mbs[mb];
                 let v_loss = if args.clip_vloss {
                     // Core 9: value-function loss clipping
-                    let mb_values = b_values_t.index_select(0, &mb_inds);
-                    let v_loss_unclipped = (&newvalue - &mb_returns).square();
-                    let v_clipped = &mb_values + (&newvalue - &mb_values).clamp(-args.clip_coef, args.clip_coef);
-                    let v_loss_clipped = (v_clipped - &mb_returns).square();
+                    let mb_values = &values_mbs[mb];
+                    let v_loss_unclipped = (&newvalue - mb_returns).square();
+                    let v_clipped = mb_values + (&newvalue - mb_values).clamp(-args.clip_coef, args.clip_coef);
+                    let v_loss_clipped = (v_clipped - mb_returns).square();
                     0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
                 } else {
-                    0.5 * (&newvalue - &mb_returns).square().mean(Kind::Float)
+                    0.5 * (&newvalue - mb_returns).square().mean(Kind::Float)
                 };
 
                 // Core 10: one loss with an entropy bonus, one optimizer
@@ -364,7 +363,11 @@ fn main() {
                 // Core 11: global gradient-norm clipping
                 let grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
                 optimizer.step(lr);
-                last = Some(LastMinibatch { pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss });
+                if start + minibatch_size == batch_size {
+                    let (old_approx_kl, approx_kl) =
+                        tch::no_grad(|| ((-&logratio).mean(Kind::Float), ((&ratio - 1.0) - &logratio).mean(Kind::Float)));
+                    last = Some(LastMinibatch { pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss });
+                }
             }
             // Aux 3: early stopping once the KL of the last minibatch passes the target
             if let (Some(target_kl), Some(last)) = (args.target_kl, &last) {
@@ -387,7 +390,7 @@ fn main() {
             ("losses/entropy", last.entropy_loss.double_value(&[])),
             ("losses/old_approx_kl", last.old_approx_kl.double_value(&[])),
             ("losses/approx_kl", last.approx_kl.double_value(&[])),
-            ("losses/clipfrac", Tensor::stack(&clipfracs, 0).mean(Kind::Float).double_value(&[])),
+            ("losses/clipfrac", clipfrac(&ratios, args.clip_coef).double_value(&[])),
             ("losses/explained_variance", explained_variance(&b_values, &b_returns)),
             ("charts/SPS", sps),
             ("debug/first_mb_max_ratio_dev", first_mb_ratio_dev.double_value(&[])),
@@ -429,6 +432,12 @@ struct LastMinibatch {
     loss: Tensor,
 }
 
+/// The fraction of the update's ratios that the surrogate clipped, |ratio - 1| > clip_coef (the
+/// mean over minibatches of their fractions: all minibatches have the same size).
+fn clipfrac(ratios: &[Tensor], clip_coef: f64) -> Tensor {
+    (Tensor::cat(ratios, 0) - 1.0).abs().gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float)
+}
+
 /// 1 - Var[y_true - y_pred] / Var[y_true] (population variances), NaN when Var[y_true] is 0 (numpy's, as CleanRL).
 fn explained_variance(y_pred: &[f32], y_true: &[f32]) -> f64 {
     let var = |xs: Vec<f64>| {
@@ -447,8 +456,9 @@ fn explained_variance(y_pred: &[f32], y_true: &[f32]) -> f64 {
 /// of `flat`. For networks this small libtorch's per-call overhead dominates, and a handful of
 /// large ops replace ~200 tiny per-parameter ones (about a quarter of the update's time).
 struct FlatAdam {
-    params: Vec<Tensor>,
     flat: Tensor,
+    /// the gradients as one vector too: each parameter's `.grad()` is a view of its slice, so
+    /// backward accumulates into it and zeroing or clipping is one operation on the whole
     grad: Tensor,
     m: Tensor,
     v: Tensor,
@@ -459,31 +469,36 @@ struct FlatAdam {
 impl FlatAdam {
     fn new(vs: &nn::VarStore, eps: f64) -> FlatAdam {
         let mut params = vs.trainable_variables();
-        tch::no_grad(|| {
+        let (flat, grad) = tch::no_grad(|| {
             let flat = Tensor::cat(&params.iter().map(|p| p.flatten(0, -1)).collect::<Vec<_>>(), 0);
+            let grad = flat.zeros_like();
+            (flat, grad)
+        });
+        // every parameter gets a gradient (backward of 0 * the sum of all), then both become views
+        let zero = Tensor::stack(&params.iter().map(|p| p.sum(Kind::Float)).collect::<Vec<_>>(), 0).sum(Kind::Float) * 0.0;
+        zero.backward();
+        tch::no_grad(|| {
             let mut offset = 0;
             for p in params.iter_mut() {
                 let (numel, shape) = (p.numel() as i64, p.size());
                 p.set_data(&flat.narrow(0, offset, numel).view(shape.as_slice()));
+                p.grad().set_data(&grad.narrow(0, offset, numel).view(shape.as_slice()));
                 offset += numel;
             }
-            FlatAdam { grad: flat.zeros_like(), m: flat.zeros_like(), v: flat.zeros_like(), flat, params, t: 0, eps }
-        })
+        });
+        FlatAdam { m: flat.zeros_like(), v: flat.zeros_like(), flat, grad, t: 0, eps }
     }
 
     fn zero_grad(&mut self) {
-        for p in self.params.iter_mut() {
-            p.zero_grad();
-        }
+        let _ = self.grad.zero_();
     }
 
-    /// Gathers the gradients into one vector and scales it so that its norm is at most
-    /// `max_norm`; returns the norm before, left on the device (no sync per minibatch).
+    /// Scales the gradients so that their norm is at most `max_norm`; returns the norm before,
+    /// left on the device (no sync per minibatch).
     fn clip_grad_norm(&mut self, max_norm: f64) -> Tensor {
         tch::no_grad(|| {
-            let grad = Tensor::cat(&self.params.iter().map(|p| p.grad().view([-1])).collect::<Vec<_>>(), 0);
-            let norm = grad.norm();
-            self.grad = grad * (max_norm / (&norm + 1e-6)).clamp_max(1.0);
+            let norm = self.grad.norm();
+            let _ = self.grad.g_mul_(&(max_norm / (&norm + 1e-6)).clamp_max(1.0));
             norm
         })
     }

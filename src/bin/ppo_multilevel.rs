@@ -390,81 +390,89 @@ fn main() {
 
         // Optimizing the policy and value network
         let learn_start = Instant::now();
-        let mut clipfracs = Vec::new();
         let (mut first_minibatch, mut last) = (Vec::new(), None);
+        let mut ratios = Vec::new();
         let (mut last_kl, mut epochs): (Vec<Tensor>, _) = ((0..batches.len()).map(|_| Tensor::from(0f32)).collect(), 0);
-        let (mut mlmc_loss, mut fine_terms) = (Tensor::from(0f32).to_device(device), None);
-        optimizer.zero_grad();
         for epoch in 0..args.update_epochs {
             epochs += 1;
             // Core 6: shuffled mini-batches that cover the whole batch each epoch, one
-            // permutation per level for its main and sync batches alike
+            // permutation per level for its main and sync batches alike (each batch gathered in its
+            // level's shuffled order once per epoch; minibatches are slices of it)
             let perms: Vec<Tensor> =
                 args.level_steps.iter().map(|t| Tensor::randperm((t * num_envs) as i64, (Kind::Int64, device))).collect();
-            // Multilevel 5: loss_MLMC = Σ_l [L(main batch of l) − L(sync batch of l−1)], each term on the same
-            // indices of its level's permutation; the terms' gradients accumulate, then one optimizer step
-            for (start, batch) in (0..num_minibatches).flat_map(|start| batches.iter().map(move |batch| (start, batch))) {
-                let Batch { b_obs, b_actions, b_logprobs, b_advantages_t, b_returns_t, b_values_t, .. } = batch;
-                let minibatch_size = args.level_minibatch_size[batch.level];
-                let mb_inds = perms[batch.level].narrow(0, (start * minibatch_size) as i64, minibatch_size as i64);
-                let (mb_obs, mb_actions) = (b_obs.index_select(0, &mb_inds), b_actions.index_select(0, &mb_inds));
-                let (_, newlogprob, entropy, newvalue) = agent.get_action_and_value(&mb_obs, Some(&mb_actions));
-                let logratio = &newlogprob - b_logprobs.index_select(0, &mb_inds);
-                let ratio = logratio.exp();
+            let mbs: Vec<Minibatches> = batches.iter().map(|b| b.shuffled(&perms[b.level], args.level_minibatch_size[b.level])).collect();
+            for start in 0..num_minibatches {
+                // Multilevel 5: loss_MLMC = Σ_l [L(main batch of l) − L(sync batch of l−1)], each term on the same
+                // indices of its level's permutation; the terms' minibatches share one forward pass through
+                // the network (and so one backward pass), then one optimizer step
+                let cat = |part: fn(&Minibatches) -> &[Tensor]| Tensor::cat(&mbs.iter().map(|m| part(m)[start].shallow_clone()).collect::<Vec<_>>(), 0);
+                let (_, newlogprobs, entropies, newvalues) = agent.get_action_and_value(&cat(|m| &m.obs), Some(&cat(|m| &m.actions)));
+                let sizes: Vec<i64> = batches.iter().map(|b| args.level_minibatch_size[b.level] as i64).collect();
+                let split = |t: &Tensor| t.split_with_sizes(sizes.as_slice(), 0);
+                let (newlogprobs, entropies, newvalues) = (split(&newlogprobs), split(&entropies), split(&newvalues));
+                let (mut terms, mut fine_terms) = (Vec::new(), None);
+                for (batch, mb) in batches.iter().zip(&mbs) {
+                    let (newlogprob, entropy, newvalue) = (&newlogprobs[batch.index], &entropies[batch.index], &newvalues[batch.index]);
+                    let logratio = newlogprob - &mb.logprobs[start];
+                    let ratio = logratio.exp();
 
-                // Core 12: debug variables
-                let (old_approx_kl, approx_kl, clipfrac) = tch::no_grad(|| {
-                    let clipfrac = (&ratio - 1.0).abs().gt(args.clip_coef).to_kind(Kind::Float).mean(Kind::Float);
+                    // Core 12: debug variables (the clip fraction from the finest main batch's ratios after
+                    // the update; the KL estimates of each batch's last minibatch: the ones logged and checked)
+                    if batch.index == fine {
+                        ratios.push(ratio.detach());
+                    }
                     if epoch == 0 && start == 0 {
                         // the policy has not moved yet: the ratio must be exactly 1 here
-                        first_minibatch.push(((&ratio - 1.0).abs().max(), clipfrac.shallow_clone()));
+                        first_minibatch.push(tch::no_grad(|| ((&ratio - 1.0).abs().max(), clipfrac(&[ratio.detach()], args.clip_coef))));
                     }
-                    ((-&logratio).mean(Kind::Float), ((&ratio - 1.0) - &logratio).mean(Kind::Float), clipfrac)
-                });
-                last_kl[batch.index] = approx_kl.shallow_clone();
+                    let kl = (start == num_minibatches - 1)
+                        .then(|| tch::no_grad(|| ((-&logratio).mean(Kind::Float), ((&ratio - 1.0) - &logratio).mean(Kind::Float))));
+                    if let Some((_, approx_kl)) = &kl {
+                        last_kl[batch.index] = approx_kl.shallow_clone();
+                    }
 
-                let mut mb_advantages = b_advantages_t.index_select(0, &mb_inds);
-                if args.norm_adv {
-                    // Core 7: per-minibatch advantage normalization
-                    mb_advantages = (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
+                    let mut mb_advantages = mb.advantages[start].shallow_clone();
+                    if args.norm_adv {
+                        // Core 7: per-minibatch advantage normalization
+                        mb_advantages = (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
+                    }
+
+                    // Core 8: clipped surrogate objective
+                    let pg_loss1 = -&mb_advantages * &ratio;
+                    let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - args.clip_coef, 1.0 + args.clip_coef);
+                    let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
+
+                    let newvalue = newvalue.view([-1]);
+                    let mb_returns = &mb.returns[start];
+                    let v_loss = if args.clip_vloss {
+                        // Core 9: value-function loss clipping
+                        let mb_values = &mb.values[start];
+                        let v_loss_unclipped = (&newvalue - mb_returns).square();
+                        let v_clipped = mb_values + (&newvalue - mb_values).clamp(-args.clip_coef, args.clip_coef);
+                        let v_loss_clipped = (v_clipped - mb_returns).square();
+                        0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
+                    } else {
+                        0.5 * (&newvalue - mb_returns).square().mean(Kind::Float)
+                    };
+
+                    // Core 10: one loss with an entropy bonus, one optimizer
+                    let entropy_loss = entropy.mean(Kind::Float);
+                    let loss: Tensor = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
+
+                    terms.push(batch.sign * &loss);
+                    if batch.index == fine {
+                        fine_terms = Some((pg_loss, v_loss, entropy_loss, kl));
+                    }
                 }
-
-                // Core 8: clipped surrogate objective
-                let pg_loss1 = -&mb_advantages * &ratio;
-                let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - args.clip_coef, 1.0 + args.clip_coef);
-                let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
-
-                let newvalue = newvalue.view([-1]);
-                let mb_returns = b_returns_t.index_select(0, &mb_inds);
-                let v_loss = if args.clip_vloss {
-                    // Core 9: value-function loss clipping
-                    let mb_values = b_values_t.index_select(0, &mb_inds);
-                    let v_loss_unclipped = (&newvalue - &mb_returns).square();
-                    let v_clipped = &mb_values + (&newvalue - &mb_values).clamp(-args.clip_coef, args.clip_coef);
-                    let v_loss_clipped = (v_clipped - &mb_returns).square();
-                    0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
-                } else {
-                    0.5 * (&newvalue - &mb_returns).square().mean(Kind::Float)
-                };
-
-                // Core 10: one loss with an entropy bonus, one optimizer
-                let entropy_loss = entropy.mean(Kind::Float);
-                let loss: Tensor = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
-
-                (batch.sign * &loss).backward(); // adds to the gradients of the terms before it
-                mlmc_loss = tch::no_grad(|| mlmc_loss + batch.sign * &loss);
-                if batch.index == fine {
-                    clipfracs.push(clipfrac);
-                    fine_terms = Some((pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl));
-                }
-                if batch.index == batches.len() - 1 {
-                    // Core 11: global gradient-norm clipping
-                    let grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
-                    optimizer.step(lr);
-                    optimizer.zero_grad();
-                    let (pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl) = fine_terms.take().expect("the finest main batch");
-                    let loss = std::mem::replace(&mut mlmc_loss, Tensor::from(0f32).to_device(device));
-                    last = Some(LastMinibatch { pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss });
+                let mlmc_loss = Tensor::stack(&terms, 0).sum(Kind::Float);
+                optimizer.zero_grad();
+                mlmc_loss.backward();
+                // Core 11: global gradient-norm clipping
+                let grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
+                optimizer.step(lr);
+                let (pg_loss, v_loss, entropy_loss, kl) = fine_terms.expect("the finest main batch");
+                if let Some((old_approx_kl, approx_kl)) = kl {
+                    last = Some(LastMinibatch { pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss: mlmc_loss });
                 }
             }
             // Aux 3: early stopping once the KL of the last minibatch passes the target (the
@@ -494,7 +502,7 @@ fn main() {
             ("losses/entropy", last.entropy_loss.double_value(&[])),
             ("losses/old_approx_kl", last.old_approx_kl.double_value(&[])),
             ("losses/approx_kl", last.approx_kl.double_value(&[])),
-            ("losses/clipfrac", Tensor::stack(&clipfracs, 0).mean(Kind::Float).double_value(&[])),
+            ("losses/clipfrac", clipfrac(&ratios, args.clip_coef).double_value(&[])),
             ("losses/explained_variance", explained_variance(b_values, b_returns)),
             ("charts/SPS", sps),
             ("debug/first_mb_max_ratio_dev", first_mb_ratio_dev),
@@ -610,6 +618,31 @@ impl Batch {
     }
 }
 
+/// One batch's samples in an epoch's shuffled order, cut into minibatches.
+struct Minibatches {
+    obs: Vec<Tensor>,
+    actions: Vec<Tensor>,
+    logprobs: Vec<Tensor>,
+    advantages: Vec<Tensor>,
+    returns: Vec<Tensor>,
+    values: Vec<Tensor>,
+}
+
+impl Batch {
+    /// The batch's rows in the order `perm`, as minibatches of `size` rows (views).
+    fn shuffled(&self, perm: &Tensor, size: usize) -> Minibatches {
+        let cut = |t: &Tensor| t.index_select(0, perm).split(size as i64, 0);
+        Minibatches {
+            obs: cut(&self.b_obs),
+            actions: cut(&self.b_actions),
+            logprobs: cut(&self.b_logprobs),
+            advantages: cut(&self.b_advantages_t),
+            returns: cut(&self.b_returns_t),
+            values: cut(&self.b_values_t),
+        }
+    }
+}
+
 /// The last minibatch's losses and statistics: CleanRL logs those of the last one.
 struct LastMinibatch {
     pg_loss: Tensor,
@@ -619,6 +652,12 @@ struct LastMinibatch {
     approx_kl: Tensor,
     grad_norm: Tensor,
     loss: Tensor,
+}
+
+/// The fraction of the update's ratios that the surrogate clipped, |ratio - 1| > clip_coef (the
+/// mean over minibatches of their fractions: all minibatches have the same size).
+fn clipfrac(ratios: &[Tensor], clip_coef: f64) -> Tensor {
+    (Tensor::cat(ratios, 0) - 1.0).abs().gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float)
 }
 
 /// 1 - Var[y_true - y_pred] / Var[y_true] (population variances), NaN when Var[y_true] is 0 (numpy's, as CleanRL).
@@ -639,8 +678,9 @@ fn explained_variance(y_pred: &[f32], y_true: &[f32]) -> f64 {
 /// of `flat`. For networks this small libtorch's per-call overhead dominates, and a handful of
 /// large ops replace ~200 tiny per-parameter ones (about a quarter of the update's time).
 struct FlatAdam {
-    params: Vec<Tensor>,
     flat: Tensor,
+    /// the gradients as one vector too: each parameter's `.grad()` is a view of its slice, so
+    /// backward accumulates into it and zeroing or clipping is one operation on the whole
     grad: Tensor,
     m: Tensor,
     v: Tensor,
@@ -651,31 +691,36 @@ struct FlatAdam {
 impl FlatAdam {
     fn new(vs: &nn::VarStore, eps: f64) -> FlatAdam {
         let mut params = vs.trainable_variables();
-        tch::no_grad(|| {
+        let (flat, grad) = tch::no_grad(|| {
             let flat = Tensor::cat(&params.iter().map(|p| p.flatten(0, -1)).collect::<Vec<_>>(), 0);
+            let grad = flat.zeros_like();
+            (flat, grad)
+        });
+        // every parameter gets a gradient (backward of 0 * the sum of all), then both become views
+        let zero = Tensor::stack(&params.iter().map(|p| p.sum(Kind::Float)).collect::<Vec<_>>(), 0).sum(Kind::Float) * 0.0;
+        zero.backward();
+        tch::no_grad(|| {
             let mut offset = 0;
             for p in params.iter_mut() {
                 let (numel, shape) = (p.numel() as i64, p.size());
                 p.set_data(&flat.narrow(0, offset, numel).view(shape.as_slice()));
+                p.grad().set_data(&grad.narrow(0, offset, numel).view(shape.as_slice()));
                 offset += numel;
             }
-            FlatAdam { grad: flat.zeros_like(), m: flat.zeros_like(), v: flat.zeros_like(), flat, params, t: 0, eps }
-        })
+        });
+        FlatAdam { m: flat.zeros_like(), v: flat.zeros_like(), flat, grad, t: 0, eps }
     }
 
     fn zero_grad(&mut self) {
-        for p in self.params.iter_mut() {
-            p.zero_grad();
-        }
+        let _ = self.grad.zero_();
     }
 
-    /// Gathers the gradients into one vector and scales it so that its norm is at most
-    /// `max_norm`; returns the norm before, left on the device (no sync per minibatch).
+    /// Scales the gradients so that their norm is at most `max_norm`; returns the norm before,
+    /// left on the device (no sync per minibatch).
     fn clip_grad_norm(&mut self, max_norm: f64) -> Tensor {
         tch::no_grad(|| {
-            let grad = Tensor::cat(&self.params.iter().map(|p| p.grad().view([-1])).collect::<Vec<_>>(), 0);
-            let norm = grad.norm();
-            self.grad = grad * (max_norm / (&norm + 1e-6)).clamp_max(1.0);
+            let norm = self.grad.norm();
+            let _ = self.grad.g_mul_(&(max_norm / (&norm + 1e-6)).clamp_max(1.0));
             norm
         })
     }
