@@ -345,7 +345,7 @@ impl MujocoEnv {
             x += mass[b] * xipos[3 * b];
             y += mass[b] * xipos[3 * b + 1];
         }
-        let total = np_sum(mass);
+        let total = np_sum(mass, |x| x);
         [x / total, y / total]
     }
 
@@ -444,8 +444,7 @@ impl MujocoEnv {
     /// The control cost `weight * np.sum(np.square(action))`: float32 throughout, as numpy
     /// computes it from a float32 action and a Python float weight.
     fn ctrl_cost(&self, action: &[f32]) -> f64 {
-        let squares: Vec<f32> = action.iter().map(|&x| x * x).collect();
-        (self.spec.ctrl_cost_weight * np_sum(&squares)) as f64
+        (self.spec.ctrl_cost_weight * np_sum(action, |x| x * x)) as f64
     }
 }
 
@@ -512,32 +511,33 @@ impl Drop for MujocoEnv {
     }
 }
 
-/// numpy's `np.sum` of a contiguous 1-D array (pairwise summation): below 8 values a plain
+/// numpy's `np.sum(f(a))` of a contiguous 1-D array (pairwise summation): below 8 values a plain
 /// loop; up to 128, eight running sums combined as a tree, then the tail; longer arrays split in
-/// two halves at a multiple of 8. Same additions in the same order, so the same bits.
-fn np_sum<T: Copy + Default + std::ops::Add<Output = T>>(a: &[T]) -> T {
+/// two halves at a multiple of 8. Same additions in the same order, so the same bits; `f` maps
+/// each value first (`np.square`), so nothing is allocated on the step's path.
+fn np_sum<T: Copy + Default + std::ops::Add<Output = T>>(a: &[T], f: impl Fn(T) -> T + Copy) -> T {
     let n = a.len();
     if n < 8 {
-        return a.iter().fold(T::default(), |sum, &x| sum + x);
+        return a.iter().fold(T::default(), |sum, &x| sum + f(x));
     }
     if n > 128 {
         let half = n / 2 - (n / 2) % 8;
-        return np_sum(&a[..half]) + np_sum(&a[half..]);
+        return np_sum(&a[..half], f) + np_sum(&a[half..], f);
     }
-    let mut r: [T; 8] = a[..8].try_into().expect("8 values");
+    let mut r: [T; 8] = std::array::from_fn(|j| f(a[j]));
     let end = n - n % 8;
     for chunk in a[8..end].chunks_exact(8) {
         for (r, &x) in r.iter_mut().zip(chunk) {
-            *r = *r + x;
+            *r = *r + f(x);
         }
     }
     let tree = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    a[end..].iter().fold(tree, |sum, &x| sum + x)
+    a[end..].iter().fold(tree, |sum, &x| sum + f(x))
 }
 
 /// numpy's `np.square(a).sum()` of a float64 array.
 fn np_sum_squares(a: &[f64]) -> f64 {
-    np_sum(&a.iter().map(|&x| x * x).collect::<Vec<_>>())
+    np_sum(a, |x| x * x)
 }
 
 /// `np.linalg.norm` of the difference of two points (numpy: `sqrt(dot(v, v))`, in order).
