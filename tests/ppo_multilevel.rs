@@ -139,7 +139,11 @@ fn bad_input_is_one_line_and_exit_code_2() {
         BIN,
         &[
             (&[SMALL, &["--perm-file", short]].concat(), &[], "line 1 has 2 values; the grid is 61x61"),
-            (&[SMALL, &["--perm-file", "/nonexistent/field.csv"]].concat(), &[], "permeability file /nonexistent/field.csv: cannot read it"),
+            (
+                &[SMALL, &["--perm-file", "/nonexistent/field.csv"]].concat(),
+                &[],
+                "permeability file /nonexistent/field.csv: cannot read it",
+            ),
             (&[SMALL, &["--perm-file", short, "--perm-seed", "2"]].concat(), &[], "cannot be used with"),
         ],
     );

@@ -281,7 +281,10 @@ impl MujocoEnv {
         let bodies = bodies.iter().map(|name| {
             let c_name = CString::new(*name).expect("body names have no NUL");
             match unsafe { (api.name2id)(model, OBJ_BODY, c_name.as_ptr()) } {
-                -1 => Err(EnvError(format!("{} has no body '{name}': run scripts/setup to reinstall gymnasium 0.29.1's model files", xml.display()))),
+                -1 => Err(EnvError(format!(
+                    "{} has no body '{name}': run scripts/setup to reinstall gymnasium 0.29.1's model files",
+                    xml.display()
+                ))),
                 b => Ok(b as usize),
             }
         });
@@ -308,7 +311,10 @@ impl MujocoEnv {
         env.init_state.copy_from_slice(&env.state);
         // the layout check: qpos through mjData's pointer is what mj_getState reads
         if env.data_array(offset::DATA_QPOS, nq) != &env.state[..nq] {
-            return Err(EnvError(format!("{}: mjData's layout is not MuJoCo 3.17.0's; run scripts/setup", lib_dir().join(LIB_NAME).display())));
+            return Err(EnvError(format!(
+                "{}: mjData's layout is not MuJoCo 3.17.0's; run scripts/setup",
+                lib_dir().join(LIB_NAME).display()
+            )));
         }
         Ok(env)
     }

@@ -85,9 +85,14 @@ fn reset_noise_has_gymnasium_scale_and_follows_the_seed() {
     // velocities start at 0 plus noise: uniform in ±scale, except the normal noise of HalfCheetah
     // and Ant (allow 6 standard deviations); the observation holds the positions (without x, or
     // x and y), then the velocities
-    for (id, scale, positions) in
-        [("HalfCheetah-v4", 0.6, 8), ("Hopper-v4", 5e-3, 5), ("Walker2d-v4", 5e-3, 8), ("InvertedPendulum-v4", 0.01, 2), ("Ant-v4", 0.6, 13), ("Swimmer-v4", 0.1, 3)]
-    {
+    for (id, scale, positions) in [
+        ("HalfCheetah-v4", 0.6, 8),
+        ("Hopper-v4", 5e-3, 5),
+        ("Walker2d-v4", 5e-3, 8),
+        ("InvertedPendulum-v4", 0.01, 2),
+        ("Ant-v4", 0.6, 13),
+        ("Swimmer-v4", 0.1, 3),
+    ] {
         let mut env = MujocoEnv::new(id).unwrap();
         let mut obs = vec![0f32; env.observation_space().flat_dim()];
         for seed in 0..20 {
@@ -107,6 +112,9 @@ fn reset_noise_has_gymnasium_scale_and_follows_the_seed() {
         pusher.reset(Some(seed), &mut obs);
         let (dx, dy) = (obs[17] - obs[20], obs[18] - obs[21]);
         // pusher.xml's object joints are y then x: the first sampled value (in [-0.3, 0)) is y
-        assert!(dx.hypot(dy) > 0.17 && (-0.3..0.0).contains(&dy) && dx.abs() < 0.2, "Pusher seed {seed}: object at {dx}, {dy} from the goal");
+        assert!(
+            dx.hypot(dy) > 0.17 && (-0.3..0.0).contains(&dy) && dx.abs() < 0.2,
+            "Pusher seed {seed}: object at {dx}, {dy} from the goal"
+        );
     }
 }

@@ -191,7 +191,11 @@ fn permeability_fields_from_a_csv_file() {
     let not_a_number = rows.iter().enumerate().map(|(i, r)| if i == 2 { r.replacen("-2.0", "x", 1) } else { r.clone() });
     let nan = rows.iter().enumerate().map(|(i, r)| if i == 0 { r.replacen("-2.0", "NaN", 1) } else { r.clone() });
     for (name, text, want) in [
-        ("short.csv", short_row.collect::<Vec<_>>().join("\n"), "line 5 has 60 values; the grid is 61x61 (one line per row, 61 values each)"),
+        (
+            "short.csv",
+            short_row.collect::<Vec<_>>().join("\n"),
+            "line 5 has 60 values; the grid is 61x61 (one line per row, 61 values each)",
+        ),
         ("few.csv", rows[..60].join("\n"), "60 rows; the grid is 61x61 (one line per row)"),
         ("many.csv", format!("{}\n{}", rows.join("\n"), rows[0]), "more than 61 rows; the grid is 61x61"),
         ("nan.csv", nan.collect::<Vec<_>>().join("\n"), "line 1, value 1: 'NaN' is not a finite number"),

@@ -196,10 +196,8 @@ fn main() {
     tch::manual_seed(args.seed as i64);
     tch::set_num_threads(args.torch_threads as i32);
     tch::Cuda::cudnn_set_benchmark(!args.torch_deterministic);
-    let device = if args.cuda { Device::cuda_if_available() } else { Device::Cpu };
-    if args.cuda && device == Device::Cpu {
-        eprintln!("note: no CUDA device found, running on the CPU");
-    }
+    let (device, device_name) = pick_device(args.cuda);
+    println!("device: {device_name}");
 
     // env setup. Core 1: vectorized architecture
     let mut envs = VecEnv::new(env_fns).with_threads(args.env_threads);
@@ -213,14 +211,15 @@ fn main() {
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
 
     let run_dir = std::path::Path::new("runs").join(&run_name);
-    let mut log = RunLog::create(&run_dir, &args, (num_iterations * batch_size) as u64)
+    let mut log = RunLog::create(&run_dir, &args, &device_name, (num_iterations * batch_size) as u64)
         .unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
 
     // storage: the tensors of each step stay on the device and are joined after the rollout;
-    // rewards, dones and values are used on the host (env, GAE), one row per step
+    // rewards and dones are used on the host (env, GAE), one row per step; the values come down
+    // to the host once per rollout, for GAE
     let mut rewards = vec![vec![0f32; num_envs]; num_steps];
     let mut dones = vec![vec![0f32; num_envs]; num_steps];
-    let mut values = vec![vec![0f32; num_envs]; num_steps];
+    let mut b_values = vec![0f32; batch_size];
 
     // start the game
     let mut global_step = 0u64;
@@ -235,17 +234,17 @@ fn main() {
         let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / num_iterations as f64 } else { 1.0 };
         let lr = frac * args.learning_rate;
 
-        let (mut obs, mut actions, mut logprobs) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut obs, mut actions, mut logprobs, mut values) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for step in 0..num_steps {
             global_step += num_envs as u64;
             let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
             dones[step].copy_from_slice(&next_done);
             let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
-            value.to_device(Device::Cpu).copy_data(&mut values[step], num_envs);
             action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
             obs.push(next_obs);
             actions.push(action);
             logprobs.push(logprob);
+            values.push(value.view([-1]));
 
             let env_start = Instant::now();
             envs.step(Action::Discrete(&action_buf));
@@ -264,6 +263,10 @@ fn main() {
         let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
         let mut next_value = vec![0f32; num_envs];
         tch::no_grad(|| agent.get_value(&next_obs)).to_device(Device::Cpu).copy_data(&mut next_value, num_envs);
+        // the rollout's values come down in one copy, for GAE on the host
+        let b_values_t = Tensor::cat(&values, 0);
+        b_values_t.to_device(Device::Cpu).copy_data(&mut b_values, batch_size);
+        let values: Vec<&[f32]> = b_values.chunks(num_envs).collect();
         // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
         let mut advantages = vec![vec![0f32; num_envs]; num_steps];
@@ -280,10 +283,10 @@ fn main() {
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
         let (b_obs, b_actions, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&actions, 0), Tensor::cat(&logprobs, 0));
-        let (b_advantages, b_values) = (advantages.concat(), values.concat());
+        let b_advantages = advantages.concat();
         let b_returns: Vec<f32> = b_advantages.iter().zip(&b_values).map(|(a, v)| a + v).collect();
         let to_device = |x: &[f32]| Tensor::from_slice(x).to_device(device);
-        let (b_advantages_t, b_returns_t, b_values_t) = (to_device(&b_advantages), to_device(&b_returns), to_device(&b_values));
+        let (b_advantages_t, b_returns_t) = (to_device(&b_advantages), to_device(&b_returns));
         let collection_seconds = collect_start.elapsed().as_secs_f64();
 
         // Optimizing the policy and value network
@@ -540,9 +543,11 @@ struct RunLog {
 }
 
 impl RunLog {
-    fn create(dir: &std::path::Path, args: &Args, total_steps: u64) -> std::io::Result<RunLog> {
+    fn create(dir: &std::path::Path, args: &Args, device: &str, total_steps: u64) -> std::io::Result<RunLog> {
         std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join("args.json"), serde_json::to_string_pretty(args)? + "\n")?;
+        let mut json = serde_json::to_value(args)?;
+        json["device"] = device.into(); // the device the run used, as the line at start says
+        std::fs::write(dir.join("args.json"), serde_json::to_string_pretty(&json)? + "\n")?;
         let mut episodes = csv::Writer::from_path(dir.join("episodes.csv"))?;
         episodes.write_record(["global_step", "charts/episodic_return", "charts/episodic_length"])?;
         let updates = csv::Writer::from_path(dir.join("updates.csv"))?;
@@ -668,6 +673,45 @@ fn plain_name(s: &str) -> Result<String, String> {
     plain.then(|| s.to_string()).ok_or_else(|| "must be a plain name, without '/', '\\' or '..'".into())
 }
 
+/// The device `--cuda` asks for, and why, in words for the line printed at start and args.json: the first GPU
+/// when libtorch has CUDA and a GPU is visible, the CPU otherwise.
+fn pick_device(cuda: bool) -> (Device, String) {
+    if !cuda {
+        (Device::Cpu, "cpu (--cuda false)".into())
+    } else if !tch::utils::has_cudart() {
+        (Device::Cpu, "cpu (this libtorch is built without CUDA)".into())
+    } else if tch::Cuda::device_count() == 0 {
+        (Device::Cpu, "cpu (the CUDA runtime is loaded, but no GPU is visible)".into())
+    } else {
+        (Device::Cuda(0), format!("cuda:0 ({})", gpu_name(0).unwrap_or_else(|| "a GPU whose name CUDA did not give".into())))
+    }
+}
+
+/// `cudaGetDeviceProperties` of the CUDA runtime libtorch loaded (its name in CUDA 12 and 13), found at run time:
+/// libtorch does not expose the GPU's name, and nothing of ours links against CUDA.
+type GetDeviceProperties = unsafe extern "C" fn(*mut std::ffi::c_void, std::ffi::c_int) -> std::ffi::c_int;
+fn cuda_get_device_properties() -> Option<GetDeviceProperties> {
+    extern "C" {
+        fn dlsym(handle: *mut std::ffi::c_void, symbol: *const std::ffi::c_char) -> *mut std::ffi::c_void;
+    }
+    [c"cudaGetDeviceProperties_v2", c"cudaGetDeviceProperties"].iter().find_map(|name| {
+        // SAFETY: a null handle (RTLD_DEFAULT) searches the libraries already loaded; both names have this signature
+        let f = unsafe { dlsym(std::ptr::null_mut(), name.as_ptr()) };
+        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut std::ffi::c_void, GetDeviceProperties>(f) })
+    })
+}
+
+/// The name of GPU `index`, as `nvidia-smi` shows it.
+fn gpu_name(index: i32) -> Option<String> {
+    let get = cuda_get_device_properties()?;
+    // cudaDeviceProp starts with `char name[256]` in every CUDA version; the buffer exceeds any version's struct
+    let mut prop = vec![0u8; 64 << 10];
+    // SAFETY: the buffer is larger than cudaDeviceProp, which the call fills
+    let status = unsafe { get(prop.as_mut_ptr().cast(), index) };
+    let name = std::ffi::CStr::from_bytes_until_nul(&prop[..256]).ok()?.to_string_lossy();
+    (status == 0 && !name.is_empty()).then(|| name.into_owned())
+}
+
 /// Prints one line and exits: 2 for bad input, 1 for failures while running.
 fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
     eprintln!("error: {msg}");
@@ -684,5 +728,20 @@ mod tests {
         assert!(explained_variance(&[3.0, 3.0], &[3.0, 3.0]).is_nan(), "both constant");
         assert_eq!(explained_variance(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]), 1.0);
         assert_eq!(explained_variance(&[0.0, 0.0], &[1.0, 3.0]), 0.0);
+    }
+
+    /// Built as the binaries are, a process with libtorch's CUDA library finds the CUDA runtime's
+    /// `cudaGetDeviceProperties` (the GPU's name for the device line) and, with no GPU, gets no name.
+    #[test]
+    fn the_cuda_runtime_names_gpus() {
+        if !tch::utils::has_cudart() {
+            return; // a CPU-only libtorch: tests/cuda.rs checks the binaries say so
+        }
+        assert!(super::cuda_get_device_properties().is_some(), "cudaGetDeviceProperties not found");
+        if tch::Cuda::device_count() == 0 {
+            assert_eq!(super::gpu_name(0), None);
+        } else {
+            assert!(super::gpu_name(0).is_some_and(|n| !n.is_empty()));
+        }
     }
 }

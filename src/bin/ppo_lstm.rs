@@ -190,23 +190,19 @@ impl Agent {
     }
 
     /// The LSTM's outputs for T steps of B envs (row t * B + b of `x` and `done`) from `lstm_state`,
-    /// and the state after the last step.
-    fn get_states(&self, x: &Tensor, lstm_state: &LSTMState, done: &Tensor) -> (Tensor, LSTMState) {
+    /// and the state after the last step; `ended[t]`, on the host, says whether an episode of these
+    /// envs ended before step t (`done` on the host, so finding where to cut costs no device sync).
+    fn get_states(&self, x: &Tensor, lstm_state: &LSTMState, done: &Tensor, ended: &[bool]) -> (Tensor, LSTMState) {
         // Atari 9: scale pixels to [0, 1]
         let hidden = if self.pixels { self.network.forward(&(x.view([-1, 1, 84, 84]) / 255.0)) } else { self.network.forward(x) };
         let batch = lstm_state.h().size()[1];
         let (hidden, done) = (hidden.view([-1, batch, hidden.size()[1]]), done.view([-1, batch, 1]));
         let (mut h, mut c) = (lstm_state.h(), lstm_state.c());
         let steps = hidden.size()[0];
-        let mut ended = vec![0f32; steps as usize]; // how many episodes ended before each step
-        if steps > 1 {
-            // (a rollout step has one step: no copy, no device sync)
-            done.sum_dim_intlist(&[1i64, 2][..], false, Kind::Float).to_device(Device::Cpu).copy_data(&mut ended, steps as usize);
-        }
         let (mut new_hidden, mut t) = (Vec::new(), 0);
         while t < steps {
             // one libtorch call for each run of steps in which no episode ends
-            let run = (t + 1..steps).find(|&u| ended[u as usize] > 0.0).unwrap_or(steps) - t;
+            let run = (t + 1..steps).find(|&u| ended[u as usize]).unwrap_or(steps) - t;
             // LSTM 3: the state is reset where an episode ended, before the step that begins the next
             let keep = (1f64 - done.get(t)).view([1, batch, 1]);
             let (out, state) = self.lstm.seq_init(&hidden.narrow(0, t, run), &LSTMState((&h * &keep, &c * &keep)));
@@ -217,8 +213,8 @@ impl Agent {
         (Tensor::cat(&new_hidden, 0), LSTMState((h, c)))
     }
 
-    fn get_value(&self, x: &Tensor, lstm_state: &LSTMState, done: &Tensor) -> Tensor {
-        self.critic.forward(&self.get_states(x, lstm_state, done).0)
+    fn get_value(&self, x: &Tensor, lstm_state: &LSTMState, done: &Tensor, ended: &[bool]) -> Tensor {
+        self.critic.forward(&self.get_states(x, lstm_state, done, ended).0)
     }
 
     /// Samples an action when none is given; returns (action, log-prob, entropy, value, LSTM state).
@@ -227,9 +223,10 @@ impl Agent {
         x: &Tensor,
         lstm_state: &LSTMState,
         done: &Tensor,
+        ended: &[bool],
         action: Option<&Tensor>,
     ) -> (Tensor, Tensor, Tensor, Tensor, LSTMState) {
-        let (hidden, lstm_state) = self.get_states(x, lstm_state, done);
+        let (hidden, lstm_state) = self.get_states(x, lstm_state, done, ended);
         let logits = self.actor.forward(&hidden);
         let log_probs = logits.log_softmax(-1, Kind::Float);
         let probs = log_probs.exp();
@@ -241,6 +238,15 @@ impl Agent {
         let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
         (action, log_prob, entropy, self.critic.forward(&hidden), lstm_state)
     }
+}
+
+/// Puts the LSTM's weights first among the trainable variables, in cuDNN's order for one layer:
+/// weight_ih, weight_hh, bias_ih, bias_hh (the others keep their order after them).
+fn lstm_weights_first(vs: &nn::VarStore) {
+    let mut vars = vs.variables_.lock().expect("the VarStore's lock (one thread)");
+    let names = ["lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_ih_l0", "lstm.bias_hh_l0"];
+    let lstm: Vec<usize> = names.iter().map(|n| vars.named_variables[*n].data_ptr() as usize).collect();
+    vars.trainable_variables.sort_by_key(|v| lstm.iter().position(|&p| p == v.tensor.data_ptr() as usize).unwrap_or(names.len()));
 }
 
 /// One action per row of `probs` (a Categorical sample), by inverting the CDF: the first action
@@ -269,10 +275,8 @@ fn main() {
     tch::manual_seed(args.seed as i64);
     tch::set_num_threads(args.torch_threads as i32);
     tch::Cuda::cudnn_set_benchmark(!args.torch_deterministic);
-    let device = if args.cuda { Device::cuda_if_available() } else { Device::Cpu };
-    if args.cuda && device == Device::Cpu {
-        eprintln!("note: no CUDA device found, running on the CPU");
-    }
+    let (device, device_name) = pick_device(args.cuda);
+    println!("device: {device_name}");
 
     // env setup. Core 1: vectorized architecture
     let mut envs = VecEnv::new(env_fns).with_threads(args.env_threads);
@@ -284,18 +288,23 @@ fn main() {
     };
     let vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
+    // cuDNN runs the LSTM on its weights in place only when they are one block at the start of their
+    // storage, in cuDNN's order (PyTorch warns and copies them at every call otherwise); FlatAdam
+    // lays the parameters out in the VarStore's order, so the LSTM's go first
+    lstm_weights_first(&vs);
     // Core 3: Adam with epsilon 1e-5
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
 
     let run_dir = std::path::Path::new("runs").join(&run_name);
-    let mut log = RunLog::create(&run_dir, &args, (num_iterations * batch_size) as u64)
+    let mut log = RunLog::create(&run_dir, &args, &device_name, (num_iterations * batch_size) as u64)
         .unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
 
     // storage: the tensors of each step stay on the device and are joined after the rollout;
-    // rewards, dones and values are used on the host (env, GAE), one row per step
+    // rewards and dones are used on the host (env, GAE), one row per step; the values come down
+    // to the host once per rollout, for GAE
     let mut rewards = vec![vec![0f32; num_envs]; num_steps];
     let mut dones = vec![vec![0f32; num_envs]; num_steps];
-    let mut values = vec![vec![0f32; num_envs]; num_steps];
+    let mut b_values = vec![0f32; batch_size];
 
     // start the game
     let mut global_step = 0u64;
@@ -314,20 +323,20 @@ fn main() {
 
         // LSTM 5: the state before the rollout, from which the update replays the sequences
         let initial_lstm_state = LSTMState((next_lstm_state.h(), next_lstm_state.c()));
-        let (mut obs, mut actions, mut logprobs) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut obs, mut actions, mut logprobs, mut values) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for step in 0..num_steps {
             global_step += num_envs as u64;
             let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
             dones[step].copy_from_slice(&next_done);
             let next_done_t = Tensor::from_slice(&next_done).to_device(device);
             let (action, logprob, _, value, lstm_state) =
-                tch::no_grad(|| agent.get_action_and_value(&next_obs, &next_lstm_state, &next_done_t, None));
+                tch::no_grad(|| agent.get_action_and_value(&next_obs, &next_lstm_state, &next_done_t, &[false], None));
             next_lstm_state = lstm_state;
-            value.to_device(Device::Cpu).copy_data(&mut values[step], num_envs);
             action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
             obs.push(next_obs);
             actions.push(action);
             logprobs.push(logprob);
+            values.push(value.view([-1]));
 
             let env_start = Instant::now();
             envs.step(Action::Discrete(&action_buf));
@@ -346,8 +355,12 @@ fn main() {
         let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
         let mut next_value = vec![0f32; num_envs];
         let next_done_t = Tensor::from_slice(&next_done).to_device(device);
-        let next_value_t = tch::no_grad(|| agent.get_value(&next_obs, &next_lstm_state, &next_done_t));
+        let next_value_t = tch::no_grad(|| agent.get_value(&next_obs, &next_lstm_state, &next_done_t, &[false]));
         next_value_t.to_device(Device::Cpu).copy_data(&mut next_value, num_envs);
+        // the rollout's values come down in one copy, for GAE on the host
+        let b_values_t = Tensor::cat(&values, 0);
+        b_values_t.to_device(Device::Cpu).copy_data(&mut b_values, batch_size);
+        let values: Vec<&[f32]> = b_values.chunks(num_envs).collect();
         // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
         let mut advantages = vec![vec![0f32; num_envs]; num_steps];
@@ -364,11 +377,10 @@ fn main() {
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
         let (b_obs, b_actions, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&actions, 0), Tensor::cat(&logprobs, 0));
-        let (b_advantages, b_values, b_dones) =
-            (advantages.concat(), values.concat(), Tensor::from_slice(&dones.concat()).to_device(device));
+        let (b_advantages, b_dones) = (advantages.concat(), Tensor::from_slice(&dones.concat()).to_device(device));
         let b_returns: Vec<f32> = b_advantages.iter().zip(&b_values).map(|(a, v)| a + v).collect();
         let to_device = |x: &[f32]| Tensor::from_slice(x).to_device(device);
-        let (b_advantages_t, b_returns_t, b_values_t) = (to_device(&b_advantages), to_device(&b_returns), to_device(&b_values));
+        let (b_advantages_t, b_returns_t) = (to_device(&b_advantages), to_device(&b_returns));
         let collection_seconds = collect_start.elapsed().as_secs_f64();
 
         // Optimizing the policy and value network
@@ -378,7 +390,11 @@ fn main() {
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch
             // LSTM 4: a minibatch is whole envs' sequences, in time order (rows step * envs + env)
-            let envinds = Tensor::randperm(num_envs as i64, (Kind::Int64, device));
+            // (drawn on the host, as CleanRL's np.random.shuffle: the minibatches' dones are read there)
+            let envinds = Tensor::randperm(num_envs as i64, (Kind::Int64, Device::Cpu));
+            let mut envinds_host = vec![0i64; num_envs];
+            envinds.copy_data(&mut envinds_host, num_envs);
+            let envinds = envinds.to_device(device);
             let flatinds = Tensor::arange(batch_size as i64, (Kind::Int64, device)).view([num_steps as i64, num_envs as i64]);
             for start in (0..num_envs).step_by(envsperbatch) {
                 let mbenvinds = envinds.narrow(0, start as i64, envsperbatch as i64);
@@ -387,8 +403,10 @@ fn main() {
                 // LSTM 5: the states are rebuilt from the state saved before the rollout
                 let (h, c) = (initial_lstm_state.h().index_select(1, &mbenvinds), initial_lstm_state.c().index_select(1, &mbenvinds));
                 let mb_dones = b_dones.index_select(0, &mb_inds);
+                let mb_envs = &envinds_host[start..start + envsperbatch];
+                let ended: Vec<bool> = dones.iter().map(|row| mb_envs.iter().any(|&e| row[e as usize] > 0.0)).collect();
                 let (_, newlogprob, entropy, newvalue, _) =
-                    agent.get_action_and_value(&mb_obs, &LSTMState((h, c)), &mb_dones, Some(&mb_actions));
+                    agent.get_action_and_value(&mb_obs, &LSTMState((h, c)), &mb_dones, &ended, Some(&mb_actions));
                 let logratio = &newlogprob - b_logprobs.index_select(0, &mb_inds);
                 let ratio = logratio.exp();
 
@@ -609,7 +627,7 @@ fn evaluate(
     let (mut lstm_state, mut done) = (agent.lstm.zero_state(1), Tensor::zeros([1], (Kind::Float, device)));
     while returns.len() < episodes {
         let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-        let (a, _, _, _, state) = tch::no_grad(|| agent.get_action_and_value(&obs, &lstm_state, &done, None));
+        let (a, _, _, _, state) = tch::no_grad(|| agent.get_action_and_value(&obs, &lstm_state, &done, &[false], None));
         a.to_device(Device::Cpu).copy_data(&mut action, 1);
         env.step(Action::Discrete(&action));
         (lstm_state, done) = (state, Tensor::from_slice(&[(env.terminated[0] || env.truncated[0]) as u8 as f32]).to_device(device));
@@ -633,9 +651,11 @@ struct RunLog {
 }
 
 impl RunLog {
-    fn create(dir: &std::path::Path, args: &Args, total_steps: u64) -> std::io::Result<RunLog> {
+    fn create(dir: &std::path::Path, args: &Args, device: &str, total_steps: u64) -> std::io::Result<RunLog> {
         std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join("args.json"), serde_json::to_string_pretty(args)? + "\n")?;
+        let mut json = serde_json::to_value(args)?;
+        json["device"] = device.into(); // the device the run used, as the line at start says
+        std::fs::write(dir.join("args.json"), serde_json::to_string_pretty(&json)? + "\n")?;
         let mut episodes = csv::Writer::from_path(dir.join("episodes.csv"))?;
         episodes.write_record(["global_step", "charts/episodic_return", "charts/episodic_length"])?;
         let updates = csv::Writer::from_path(dir.join("updates.csv"))?;
@@ -761,6 +781,45 @@ fn plain_name(s: &str) -> Result<String, String> {
     plain.then(|| s.to_string()).ok_or_else(|| "must be a plain name, without '/', '\\' or '..'".into())
 }
 
+/// The device `--cuda` asks for, and why, in words for the line printed at start and args.json: the first GPU
+/// when libtorch has CUDA and a GPU is visible, the CPU otherwise.
+fn pick_device(cuda: bool) -> (Device, String) {
+    if !cuda {
+        (Device::Cpu, "cpu (--cuda false)".into())
+    } else if !tch::utils::has_cudart() {
+        (Device::Cpu, "cpu (this libtorch is built without CUDA)".into())
+    } else if tch::Cuda::device_count() == 0 {
+        (Device::Cpu, "cpu (the CUDA runtime is loaded, but no GPU is visible)".into())
+    } else {
+        (Device::Cuda(0), format!("cuda:0 ({})", gpu_name(0).unwrap_or_else(|| "a GPU whose name CUDA did not give".into())))
+    }
+}
+
+/// `cudaGetDeviceProperties` of the CUDA runtime libtorch loaded (its name in CUDA 12 and 13), found at run time:
+/// libtorch does not expose the GPU's name, and nothing of ours links against CUDA.
+type GetDeviceProperties = unsafe extern "C" fn(*mut std::ffi::c_void, std::ffi::c_int) -> std::ffi::c_int;
+fn cuda_get_device_properties() -> Option<GetDeviceProperties> {
+    extern "C" {
+        fn dlsym(handle: *mut std::ffi::c_void, symbol: *const std::ffi::c_char) -> *mut std::ffi::c_void;
+    }
+    [c"cudaGetDeviceProperties_v2", c"cudaGetDeviceProperties"].iter().find_map(|name| {
+        // SAFETY: a null handle (RTLD_DEFAULT) searches the libraries already loaded; both names have this signature
+        let f = unsafe { dlsym(std::ptr::null_mut(), name.as_ptr()) };
+        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut std::ffi::c_void, GetDeviceProperties>(f) })
+    })
+}
+
+/// The name of GPU `index`, as `nvidia-smi` shows it.
+fn gpu_name(index: i32) -> Option<String> {
+    let get = cuda_get_device_properties()?;
+    // cudaDeviceProp starts with `char name[256]` in every CUDA version; the buffer exceeds any version's struct
+    let mut prop = vec![0u8; 64 << 10];
+    // SAFETY: the buffer is larger than cudaDeviceProp, which the call fills
+    let status = unsafe { get(prop.as_mut_ptr().cast(), index) };
+    let name = std::ffi::CStr::from_bytes_until_nul(&prop[..256]).ok()?.to_string_lossy();
+    (status == 0 && !name.is_empty()).then(|| name.into_owned())
+}
+
 /// Prints one line and exits: 2 for bad input, 1 for failures while running.
 fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
     eprintln!("error: {msg}");
@@ -777,5 +836,33 @@ mod tests {
         assert!(explained_variance(&[3.0, 3.0], &[3.0, 3.0]).is_nan(), "both constant");
         assert_eq!(explained_variance(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]), 1.0);
         assert_eq!(explained_variance(&[0.0, 0.0], &[1.0, 3.0]), 0.0);
+    }
+
+    /// What ATen's `try_get_weight_buf` checks before cuDNN may use an LSTM's weights in place: one
+    /// storage, starting at its offset 0 with weight_ih, then weight_hh, bias_ih, bias_hh, each
+    /// contiguous and right after the one before. No GPU here shows the warning, so the layout is
+    /// asserted after FlatAdam has moved every parameter into its flat vector.
+    #[test]
+    fn the_lstm_weights_are_laid_out_as_cudnn_checks() {
+        use tch::{nn, Device, Tensor};
+        for obs_dim in [4, 84 * 84] {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let _agent = super::Agent::new(&vs.root(), obs_dim, 6);
+            super::lstm_weights_first(&vs);
+            let optimizer = super::FlatAdam::new(&vs, 1e-5);
+            let vars = vs.variables();
+            let (base, mut offset) = (optimizer.flat.data_ptr() as usize, 0);
+            for name in ["lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_ih_l0", "lstm.bias_hh_l0"] {
+                let w: &Tensor = &vars[name];
+                assert!(w.is_contiguous(), "{name} is not contiguous");
+                assert_eq!(w.data_ptr() as usize, base + 4 * offset, "{name} (obs_dim {obs_dim}) is not at element {offset}");
+                offset += w.numel();
+            }
+            let input = if obs_dim == 4 { 64 } else { 512 };
+            assert_eq!(offset, 4 * 128 * (input + 128 + 2), "the LSTM's four tensors");
+            // and the gradients, which cuDNN writes, follow the same layout in FlatAdam's flat gradient
+            let grad_base = optimizer.grad.data_ptr() as usize;
+            assert_eq!(vars["lstm.weight_ih_l0"].grad().data_ptr() as usize, grad_base);
+        }
     }
 }

@@ -287,10 +287,8 @@ fn main() {
     tch::manual_seed(args.seed as i64);
     tch::set_num_threads(args.torch_threads as i32);
     tch::Cuda::cudnn_set_benchmark(!args.torch_deterministic);
-    let device = if args.cuda { Device::cuda_if_available() } else { Device::Cpu };
-    if args.cuda && device == Device::Cpu {
-        eprintln!("note: no CUDA device found, running on the CPU");
-    }
+    let (device, device_name) = pick_device(args.cuda);
+    println!("device: {device_name}");
 
     // env setup. Core 1: vectorized architecture
     let (obs_dim, n_actions) = match (level_envs[0].single_observation_space(), level_envs[0].single_action_space()) {
@@ -304,7 +302,7 @@ fn main() {
 
     let run_dir = std::path::Path::new("runs").join(&run_name);
     let steps_per_iteration: usize = args.level_steps.iter().map(|t| t * num_envs).sum();
-    let mut log = RunLog::create(&run_dir, &args, (num_iterations * steps_per_iteration) as u64)
+    let mut log = RunLog::create(&run_dir, &args, &device_name, (num_iterations * steps_per_iteration) as u64)
         .unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", run_dir.display())));
 
     // start the game: every level's envs from the same seeds
@@ -337,7 +335,6 @@ fn main() {
                 let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
                 main.dones[step].copy_from_slice(next_done);
                 let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
-                value.to_device(Device::Cpu).copy_data(&mut main.values[step], num_envs);
                 action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * n_actions as usize);
                 if let Some(coarse) = coarse_envs.as_deref_mut() {
                     // Multilevel 3: level l−1 in this level's state, valued and stepped with the same
@@ -348,7 +345,6 @@ fn main() {
                     env_seconds += env_start.elapsed().as_secs_f64();
                     let coarse_obs = Tensor::from_slice(&coarse.obs).view([num_envs as i64, obs_dim]).to_device(device);
                     let (_, sync_logprob, _, sync_value) = tch::no_grad(|| agent.get_action_and_value(&coarse_obs, Some(&action)));
-                    sync_value.to_device(Device::Cpu).copy_data(&mut sync.values[step], num_envs);
                     let env_start = Instant::now();
                     coarse.step(Action::Continuous(&action_buf));
                     env_seconds += env_start.elapsed().as_secs_f64();
@@ -356,10 +352,12 @@ fn main() {
                     sync.dones[step].copy_from_slice(next_done); // Multilevel 4: the fine episode boundaries
                     sync.obs.push(coarse_obs);
                     sync.logprobs.push(sync_logprob);
+                    sync.value_ts.push(sync_value.view([-1]));
                 }
                 main.obs.push(next_obs);
                 actions.push(action);
                 main.logprobs.push(logprob);
+                main.value_ts.push(value.view([-1]));
 
                 let env_start = Instant::now();
                 envs.step(Action::Continuous(&action_buf)); // Continuous 5: the unclipped sample is stored
@@ -378,6 +376,7 @@ fn main() {
             let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
             let mut next_value = vec![0f32; num_envs];
             tch::no_grad(|| agent.get_value(&next_obs)).to_device(Device::Cpu).copy_data(&mut next_value, num_envs);
+            main.values_to_host();
             let advantages = gae(&args, &main, next_done, &next_value);
             let b_actions = Tensor::cat(&actions, 0);
             batches.push(Batch::new(format!("l{}", l + 1), (l, batches.len()), 1.0, main, advantages, &b_actions, device));
@@ -387,6 +386,7 @@ fn main() {
                 map_envs(coarse, envs, num_envs);
                 let next_obs = Tensor::from_slice(&coarse.obs).view([num_envs as i64, obs_dim]).to_device(device);
                 tch::no_grad(|| agent.get_value(&next_obs)).to_device(Device::Cpu).copy_data(&mut next_value, num_envs);
+                sync.values_to_host();
                 let advantages = gae(&args, &sync, next_done, &next_value);
                 batches.push(Batch::new(format!("l{}_sync", l + 1), (l, batches.len()), -1.0, sync, advantages, &b_actions, device));
             }
@@ -411,7 +411,9 @@ fn main() {
                 // Multilevel 5: loss_MLMC = Σ_l [L(main batch of l) − L(sync batch of l−1)], each term on the same
                 // indices of its level's permutation; the terms' minibatches share one forward pass through
                 // the network (and so one backward pass), then one optimizer step
-                let cat = |part: fn(&Minibatches) -> &[Tensor]| Tensor::cat(&mbs.iter().map(|m| part(m)[start].shallow_clone()).collect::<Vec<_>>(), 0);
+                let cat = |part: fn(&Minibatches) -> &[Tensor]| {
+                    Tensor::cat(&mbs.iter().map(|m| part(m)[start].shallow_clone()).collect::<Vec<_>>(), 0)
+                };
                 let (_, newlogprobs, entropies, newvalues) = agent.get_action_and_value(&cat(|m| &m.obs), Some(&cat(|m| &m.actions)));
                 let sizes: Vec<i64> = batches.iter().map(|b| args.level_minibatch_size[b.level] as i64).collect();
                 let split = |t: &Tensor| t.split_with_sizes(sizes.as_slice(), 0);
@@ -556,6 +558,8 @@ fn main() {
 struct Rollout {
     obs: Vec<Tensor>,
     logprobs: Vec<Tensor>,
+    /// each step's values, on the device; `values` has them on the host after `values_to_host`
+    value_ts: Vec<Tensor>,
     rewards: Vec<Vec<f32>>,
     dones: Vec<Vec<f32>>,
     values: Vec<Vec<f32>>,
@@ -564,7 +568,17 @@ struct Rollout {
 impl Rollout {
     fn new(num_steps: usize, num_envs: usize) -> Rollout {
         let rows = vec![vec![0f32; num_envs]; num_steps];
-        Rollout { obs: Vec::new(), logprobs: Vec::new(), rewards: rows.clone(), dones: rows.clone(), values: rows }
+        Rollout { obs: Vec::new(), logprobs: Vec::new(), value_ts: Vec::new(), rewards: rows.clone(), dones: rows.clone(), values: rows }
+    }
+
+    /// The rollout's values come down in one copy, for GAE on the host.
+    fn values_to_host(&mut self) {
+        let (num_envs, numel) = (self.values[0].len(), self.values.len() * self.values[0].len());
+        let mut flat = vec![0f32; numel];
+        Tensor::cat(&self.value_ts, 0).to_device(Device::Cpu).copy_data(&mut flat, numel);
+        for (row, values) in self.values.iter_mut().zip(flat.chunks(num_envs)) {
+            row.copy_from_slice(values);
+        }
     }
 }
 
@@ -618,7 +632,7 @@ impl Batch {
         let (b_advantages, b_values) = (advantages.concat(), r.values.concat());
         let b_returns: Vec<f32> = b_advantages.iter().zip(&b_values).map(|(a, v)| a + v).collect();
         let to_device = |x: &[f32]| Tensor::from_slice(x).to_device(device);
-        let (b_advantages_t, b_returns_t, b_values_t) = (to_device(&b_advantages), to_device(&b_returns), to_device(&b_values));
+        let (b_advantages_t, b_returns_t, b_values_t) = (to_device(&b_advantages), to_device(&b_returns), Tensor::cat(&r.value_ts, 0));
         let b_actions = b_actions.shallow_clone();
         Batch { name, level, index, sign, b_obs, b_actions, b_logprobs, b_values, b_returns, b_advantages_t, b_returns_t, b_values_t }
     }
@@ -792,9 +806,11 @@ struct RunLog {
 }
 
 impl RunLog {
-    fn create(dir: &std::path::Path, args: &Args, total_steps: u64) -> std::io::Result<RunLog> {
+    fn create(dir: &std::path::Path, args: &Args, device: &str, total_steps: u64) -> std::io::Result<RunLog> {
         std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join("args.json"), serde_json::to_string_pretty(args)? + "\n")?;
+        let mut json = serde_json::to_value(args)?;
+        json["device"] = device.into(); // the device the run used, as the line at start says
+        std::fs::write(dir.join("args.json"), serde_json::to_string_pretty(&json)? + "\n")?;
         let mut episodes = csv::Writer::from_path(dir.join("episodes.csv"))?;
         episodes.write_record(["global_step", "charts/episodic_return", "charts/episodic_length"])?;
         let updates = csv::Writer::from_path(dir.join("updates.csv"))?;
@@ -918,6 +934,45 @@ fn unit_interval(s: &str) -> Result<f64, String> {
 fn plain_name(s: &str) -> Result<String, String> {
     let plain = !s.is_empty() && !s.contains(['/', '\\']) && !s.contains("..");
     plain.then(|| s.to_string()).ok_or_else(|| "must be a plain name, without '/', '\\' or '..'".into())
+}
+
+/// The device `--cuda` asks for, and why, in words for the line printed at start and args.json: the first GPU
+/// when libtorch has CUDA and a GPU is visible, the CPU otherwise.
+fn pick_device(cuda: bool) -> (Device, String) {
+    if !cuda {
+        (Device::Cpu, "cpu (--cuda false)".into())
+    } else if !tch::utils::has_cudart() {
+        (Device::Cpu, "cpu (this libtorch is built without CUDA)".into())
+    } else if tch::Cuda::device_count() == 0 {
+        (Device::Cpu, "cpu (the CUDA runtime is loaded, but no GPU is visible)".into())
+    } else {
+        (Device::Cuda(0), format!("cuda:0 ({})", gpu_name(0).unwrap_or_else(|| "a GPU whose name CUDA did not give".into())))
+    }
+}
+
+/// `cudaGetDeviceProperties` of the CUDA runtime libtorch loaded (its name in CUDA 12 and 13), found at run time:
+/// libtorch does not expose the GPU's name, and nothing of ours links against CUDA.
+type GetDeviceProperties = unsafe extern "C" fn(*mut std::ffi::c_void, std::ffi::c_int) -> std::ffi::c_int;
+fn cuda_get_device_properties() -> Option<GetDeviceProperties> {
+    extern "C" {
+        fn dlsym(handle: *mut std::ffi::c_void, symbol: *const std::ffi::c_char) -> *mut std::ffi::c_void;
+    }
+    [c"cudaGetDeviceProperties_v2", c"cudaGetDeviceProperties"].iter().find_map(|name| {
+        // SAFETY: a null handle (RTLD_DEFAULT) searches the libraries already loaded; both names have this signature
+        let f = unsafe { dlsym(std::ptr::null_mut(), name.as_ptr()) };
+        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut std::ffi::c_void, GetDeviceProperties>(f) })
+    })
+}
+
+/// The name of GPU `index`, as `nvidia-smi` shows it.
+fn gpu_name(index: i32) -> Option<String> {
+    let get = cuda_get_device_properties()?;
+    // cudaDeviceProp starts with `char name[256]` in every CUDA version; the buffer exceeds any version's struct
+    let mut prop = vec![0u8; 64 << 10];
+    // SAFETY: the buffer is larger than cudaDeviceProp, which the call fills
+    let status = unsafe { get(prop.as_mut_ptr().cast(), index) };
+    let name = std::ffi::CStr::from_bytes_until_nul(&prop[..256]).ok()?.to_string_lossy();
+    (status == 0 && !name.is_empty()).then(|| name.into_owned())
 }
 
 /// Prints one line and exits: 2 for bad input, 1 for failures while running.

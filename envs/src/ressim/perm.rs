@@ -112,7 +112,10 @@ pub fn read_logk_csv(path: &std::path::Path, nx: usize, ny: usize) -> Result<Vec
             return Err(bad(format!("more than {ny} rows; the grid is {nx}x{ny}")));
         }
         if record.len() != nx {
-            return Err(bad(format!("line {line} has {} values; the grid is {nx}x{ny} (one line per row, {nx} values each)", record.len())));
+            return Err(bad(format!(
+                "line {line} has {} values; the grid is {nx}x{ny} (one line per row, {nx} values each)",
+                record.len()
+            )));
         }
         for (col, field) in record.iter().enumerate() {
             match field.parse::<f64>() {
