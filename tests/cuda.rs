@@ -56,7 +56,10 @@ fn every_binary_loads_libtorch_cuda_when_libtorch_has_it() {
         );
         let loaded = tool_output("ldd", &[bin]);
         for lib in ["libtorch_cuda.so", "libcudart.so"] {
-            assert!(loaded.contains(lib) && !loaded.contains("not found"), "{bin}: ldd does not resolve {lib}:\n{loaded}");
+            assert!(
+                loaded.contains(lib) && !loaded.contains("not found"),
+                "{bin}: ldd does not resolve {lib}:\n{loaded}"
+            );
         }
     }
 }
@@ -93,13 +96,17 @@ fn every_binary_names_its_device_and_why() {
             assert!(out.status.success(), "{bin} {cuda:?}: {}\n{stdout}\n{stderr}", out.status);
             let want = if cuda.is_some() { "cpu (--cuda false)" } else { expected.as_str() };
             let first = stdout.lines().next().unwrap_or_default();
-            assert!(first.starts_with(&format!("device: {want}")), "{bin} {cuda:?}: first line {first:?}, want {want:?}");
+            assert!(
+                first.starts_with(&format!("device: {want}")),
+                "{bin} {cuda:?}: first line {first:?}, want {want:?}"
+            );
             assert_eq!(stdout.matches("device: ").count(), 1, "{bin}: one device line:\n{stdout}");
             assert!(!stderr.contains("Warning") && !stderr.contains("CUDA initialization"), "{bin}: {stderr}");
             let runs: Vec<_> = std::fs::read_dir(workdir.path().join("runs")).expect("runs/").collect();
             let dir = runs.into_iter().next().expect("a run directory").expect("entry").path();
             let json: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).expect("args.json")).expect("JSON");
+                serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).expect("args.json"))
+                    .expect("JSON");
             assert_eq!(json["device"].as_str(), Some(first.trim_start_matches("device: ")), "{bin}: args.json");
         }
     }

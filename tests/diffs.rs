@@ -8,7 +8,10 @@ use std::process::Command;
 
 fn unified_diff(parent: &str, child: &str) -> String {
     let (p, c) = (format!("src/bin/{parent}.rs"), format!("src/bin/{child}.rs"));
-    let out = Command::new("diff").args(["-u", "--label", &p, "--label", &c, &p, &c]).output().expect("`diff` (GNU diffutils) runs");
+    let out = Command::new("diff")
+        .args(["-u", "--label", &p, "--label", &c, &p, &c])
+        .output()
+        .expect("`diff` (GNU diffutils) runs");
     assert!(matches!(out.status.code(), Some(0 | 1)), "diff failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("utf-8 diff")
 }
@@ -35,7 +38,10 @@ fn diffs_are_current() {
     for (parent, child) in common::family() {
         let file = format!("diffs/{child}.diff");
         let exists = Path::new(&format!("src/bin/{child}.rs")).exists();
-        assert!(Path::new(&format!("src/bin/{parent}.rs")).exists() || !exists, "{child} exists but its parent {parent} does not");
+        assert!(
+            Path::new(&format!("src/bin/{parent}.rs")).exists() || !exists,
+            "{child} exists but its parent {parent} does not"
+        );
         match (exists, std::fs::read_to_string(&file)) {
             (true, Ok(saved)) if saved == unified_diff(&parent, &child) => {}
             (true, _) => stale.push(format!("{file} is missing or stale")),

@@ -33,7 +33,12 @@ fn plot_draws_png_from_runs() {
     ];
     for (args, needle) in bad {
         let out = a.workdir.path().join("bad.png");
-        let r = std::process::Command::new(env!("CARGO_BIN_EXE_plot")).args(*args).arg("--out").arg(&out).output().expect("plot starts");
+        let r = std::process::Command::new(env!("CARGO_BIN_EXE_plot"))
+            .args(*args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("plot starts");
         let stderr = String::from_utf8_lossy(&r.stderr);
         assert_eq!(r.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");

@@ -15,7 +15,13 @@ fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
     r.assert_ok();
     let updates = r.csv("updates.csv");
     assert_eq!(updates.rows.len(), 20);
-    assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 50);
+    assert_ratio_one_and_small_kl(
+        &updates,
+        "debug/first_mb_max_ratio_dev",
+        "debug/first_mb_clipfrac",
+        "losses/approx_kl",
+        50,
+    );
     common::assert_tensorboard_matches_csvs(&r);
 }
 
@@ -38,7 +44,8 @@ fn save_model_writes_weights_and_evaluates_them() {
     let returns = eval.col("eval/episodic_return");
     assert_eq!(returns.len(), 10);
     assert!(returns.iter().all(|r| (1.0..=500.0).contains(r)), "{returns:?}");
-    let args: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).unwrap()).unwrap();
+    let args: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).unwrap()).unwrap();
     assert_eq!(args["exp_name"], "saved");
     assert_eq!(args["total_timesteps"], 10240);
 }
@@ -98,4 +105,42 @@ fn learns_cartpole_with_defaults() {
     }
     let n_solved = solved.values().filter(|&&m| m >= 475.0).count();
     assert!(n_solved >= 2, "mean of the last 20 returns per seed: {solved:?}");
+}
+
+/// Two runs started at the same moment with the same env, exp-name and seed (a sweep over
+/// another flag) each get a directory of their own (`<run-name>` and `<run-name>-2`), complete,
+/// never one shared directory with interleaved rows.
+#[test]
+fn runs_started_together_never_share_a_directory() {
+    let workdir = tempfile::tempdir().expect("temp dir");
+    let start = |lr: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ppo"))
+            .args(["--cuda", "false", "--total-timesteps", "2048", "--learning-rate", lr])
+            .current_dir(workdir.path())
+            .spawn()
+            .expect("binary starts")
+    };
+    // several pairs, so that at least one starts within the same second
+    let children: Vec<_> = ["1e-4", "2e-4", "3e-4", "4e-4", "5e-4", "6e-4"].map(start).into();
+    for mut child in children {
+        assert!(child.wait().expect("the run ends").success());
+    }
+    let dirs: Vec<_> =
+        std::fs::read_dir(workdir.path().join("runs")).expect("runs/").map(|e| e.expect("entry").path()).collect();
+    assert_eq!(dirs.len(), 6, "one directory per run: {dirs:?}");
+    let mut rates: Vec<String> = Vec::new();
+    for dir in &dirs {
+        let updates = common::Table::read(&dir.join("updates.csv"));
+        assert_eq!(updates.rows.len(), 4, "{}: 4 updates, each once", dir.display());
+        let args: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).unwrap()).unwrap();
+        rates.push(args["learning_rate"].to_string());
+    }
+    rates.sort();
+    rates.dedup();
+    assert_eq!(rates.len(), 6, "every run's own args.json: {rates:?}");
+    let suffixed = dirs.iter().filter(|d| d.to_string_lossy().ends_with("-2")).count();
+    let names: std::collections::HashSet<_> =
+        dirs.iter().map(|d| d.to_string_lossy().trim_end_matches("-2").to_string()).collect();
+    assert!(suffixed == 0 || names.len() < dirs.len(), "a -2 suffix only where names collided");
 }

@@ -12,7 +12,13 @@ fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
     r.assert_ok();
     let updates = r.csv("updates.csv");
     assert_eq!(updates.rows.len(), 16);
-    assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 50);
+    assert_ratio_one_and_small_kl(
+        &updates,
+        "debug/first_mb_max_ratio_dev",
+        "debug/first_mb_clipfrac",
+        "losses/approx_kl",
+        50,
+    );
     common::assert_tensorboard_matches_csvs(&r);
     // episodes are logged with their raw game score and length in frames
     let episodes = r.csv("episodes.csv");

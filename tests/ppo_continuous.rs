@@ -13,7 +13,13 @@ fn assert_sane(r: &Run, updates: usize) {
     r.assert_ok();
     let u = r.csv("updates.csv");
     assert_eq!(u.rows.len(), updates);
-    assert_ratio_one_and_small_kl(&u, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 50);
+    assert_ratio_one_and_small_kl(
+        &u,
+        "debug/first_mb_max_ratio_dev",
+        "debug/first_mb_clipfrac",
+        "losses/approx_kl",
+        50,
+    );
 }
 
 #[test]
@@ -27,7 +33,11 @@ fn ratio_is_one_at_first_minibatch_and_kl_stays_small_on_half_cheetah() {
     assert_sane(&r, 4);
     common::assert_tensorboard_matches_csvs(&r);
     let episodes = r.csv("episodes.csv");
-    assert_eq!(episodes.col("charts/episodic_length"), vec![1000.0; 8], "HalfCheetah episodes end at the 1000-step limit");
+    assert_eq!(
+        episodes.col("charts/episodic_length"),
+        vec![1000.0; 8],
+        "HalfCheetah episodes end at the 1000-step limit"
+    );
 }
 
 #[test]
@@ -59,7 +69,8 @@ fn bootstrap_truncation_changes_the_targets_and_stays_deterministic() {
     let off = run(BIN, PENDULUM);
     let v = |r: &Run| metrics(r).col("losses/value_loss");
     assert_ne!(v(&a), v(&off), "--bootstrap-truncation had no effect");
-    let args: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(a.dir().join("args.json")).unwrap()).unwrap();
+    let args: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(a.dir().join("args.json")).unwrap()).unwrap();
     assert_eq!(args["bootstrap_truncation"], true);
 }
 
@@ -84,9 +95,15 @@ fn save_model_keeps_observation_statistics_and_evaluates() {
     let stats = read_f64_tensor(&model, "obs_rms");
     assert_eq!(stats.len(), 2 * 17 + 1, "HalfCheetah: 17 means, 17 variances, 1 count");
     let count = stats[34];
-    assert!((count - (4096.0 + 1.0 + 4.0 + 1e-4)).abs() < 1e-6, "4096 steps, the first reset and 4 after time limits: {count}");
+    assert!(
+        (count - (4096.0 + 1.0 + 4.0 + 1e-4)).abs() < 1e-6,
+        "4096 steps, the first reset and 4 after time limits: {count}"
+    );
     let (mean, var) = (&stats[..17], &stats[17..34]);
-    assert!(mean.iter().any(|m| m.abs() > 1e-3) && var.iter().all(|v| v.is_finite() && *v > 0.0 && *v != 1.0), "{stats:?}");
+    assert!(
+        mean.iter().any(|m| m.abs() > 1e-3) && var.iter().all(|v| v.is_finite() && *v > 0.0 && *v != 1.0),
+        "{stats:?}"
+    );
     let eval = r.csv("eval.csv");
     let returns = eval.col("eval/episodic_return");
     assert_eq!(returns.len(), 10);
@@ -102,12 +119,24 @@ fn bad_input_is_one_line_and_exit_code_2() {
             (&["--env-id", "NoSuchEnv-v9"], &[], "NoSuchEnv-v9"),
             (&["--env-id", "CartPole-v1"], &[], "run it with ppo or ppo_lstm;"),
             (&["--num-steps", "100", "--num-minibatches", "32"], &[], "divisible"),
-            (&[], &[("MUJOCO_DIR", "/nonexistent")], "MuJoCo library /nonexistent/libmujoco.so.3.17.0 not found: run scripts/setup"),
-            (&["--env-id", "Hopper-v4"], &[("MUJOCO_ASSETS_DIR", "/nonexistent")], "hopper.xml not found: run scripts/setup"),
+            (
+                &[],
+                &[("MUJOCO_DIR", "/nonexistent")],
+                "MuJoCo library /nonexistent/libmujoco.so.3.17.0 not found: run scripts/setup",
+            ),
+            (
+                &["--env-id", "Hopper-v4"],
+                &[("MUJOCO_ASSETS_DIR", "/nonexistent")],
+                "hopper.xml not found: run scripts/setup",
+            ),
         ],
     );
     // the native envs need no MuJoCo at all
-    let r = common::run_with_env(BIN, &["--env-id", "Pendulum-v1", "--total-timesteps", "2048"], &[("MUJOCO_DIR", "/nonexistent")]);
+    let r = common::run_with_env(
+        BIN,
+        &["--env-id", "Pendulum-v1", "--total-timesteps", "2048"],
+        &[("MUJOCO_DIR", "/nonexistent")],
+    );
     r.assert_ok();
 }
 
@@ -119,7 +148,11 @@ fn bad_input_is_one_line_and_exit_code_2() {
 fn learns_inverted_pendulum_with_defaults() {
     let runs: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = ["1", "2", "3"]
-            .map(|seed| s.spawn(move || run(BIN, &["--env-id", "InvertedPendulum-v4", "--total-timesteps", "81920", "--seed", seed])))
+            .map(|seed| {
+                s.spawn(move || {
+                    run(BIN, &["--env-id", "InvertedPendulum-v4", "--total-timesteps", "81920", "--seed", seed])
+                })
+            })
             .into();
         handles.into_iter().map(|h| h.join().expect("run thread")).collect()
     });
@@ -128,7 +161,13 @@ fn learns_inverted_pendulum_with_defaults() {
         r.assert_ok();
         let updates = r.csv("updates.csv");
         assert_eq!(updates.rows.len(), 40);
-        assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 0);
+        assert_ratio_one_and_small_kl(
+            &updates,
+            "debug/first_mb_max_ratio_dev",
+            "debug/first_mb_clipfrac",
+            "losses/approx_kl",
+            0,
+        );
         assert!(updates.col("losses/approx_kl").iter().all(|&kl| kl < 0.05), "{:?}", updates.col("losses/approx_kl"));
         let episodes: Table = r.csv("episodes.csv");
         let last: Vec<f64> = episodes.col("charts/episodic_return").iter().rev().take(20).copied().collect();

@@ -15,7 +15,13 @@ fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
     r.assert_ok();
     let updates = r.csv("updates.csv");
     assert_eq!(updates.rows.len(), 8);
-    assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 50);
+    assert_ratio_one_and_small_kl(
+        &updates,
+        "debug/first_mb_max_ratio_dev",
+        "debug/first_mb_clipfrac",
+        "losses/approx_kl",
+        50,
+    );
     common::assert_tensorboard_matches_csvs(&r);
     assert!(!r.csv("episodes.csv").rows.is_empty(), "no CartPole episode finished");
 
@@ -23,7 +29,13 @@ fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
     breakout.assert_ok();
     let updates = breakout.csv("updates.csv");
     assert_eq!(updates.rows.len(), 2);
-    assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 50);
+    assert_ratio_one_and_small_kl(
+        &updates,
+        "debug/first_mb_max_ratio_dev",
+        "debug/first_mb_clipfrac",
+        "losses/approx_kl",
+        50,
+    );
 }
 
 #[test]
@@ -49,7 +61,8 @@ fn save_model_writes_weights_and_evaluates_them() {
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
     // the shared edges, but for the one whose --num-envs 1 cannot be split into 8 minibatches here
-    let shared: Vec<common::BadInput> = common::SHARED_FLAG_EDGES.iter().filter(|c| !c.2.contains("--norm-adv")).copied().collect();
+    let shared: Vec<common::BadInput> =
+        common::SHARED_FLAG_EDGES.iter().filter(|c| !c.2.contains("--norm-adv")).copied().collect();
     assert_bad_input(BIN, &shared);
     assert_bad_input(
         BIN,
@@ -113,7 +126,8 @@ fn best_and_last_mean_of_20(episodes: &Table) -> (f64, f64) {
 fn the_lstm_balances_cartpole_without_velocities_and_ppo_without_memory_cannot() {
     let (lstm, mlp) = std::thread::scope(|s| {
         let lstm = ["1", "2", "3"].map(|seed| s.spawn(move || run(BIN, &[NO_VEL, LEARN, &["--seed", seed]].concat())));
-        let ppo = ["--env-id", "CartPoleNoVel-v1", "--total-timesteps", "200000", "--torch-threads", "1", "--seed", "1"];
+        let ppo =
+            ["--env-id", "CartPoleNoVel-v1", "--total-timesteps", "200000", "--torch-threads", "1", "--seed", "1"];
         let mlp = run(env!("CARGO_BIN_EXE_ppo"), &ppo);
         (lstm.map(|h| h.join().expect("ppo_lstm thread")), mlp)
     });
@@ -121,12 +135,21 @@ fn the_lstm_balances_cartpole_without_velocities_and_ppo_without_memory_cannot()
     for r in &lstm {
         r.assert_ok();
         let updates = r.csv("updates.csv");
-        assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 0);
+        assert_ratio_one_and_small_kl(
+            &updates,
+            "debug/first_mb_max_ratio_dev",
+            "debug/first_mb_clipfrac",
+            "losses/approx_kl",
+            0,
+        );
         best.push(best_and_last_mean_of_20(&r.csv("episodes.csv")).0);
     }
     mlp.assert_ok();
     let (_, mlp_last) = best_and_last_mean_of_20(&mlp.csv("episodes.csv"));
-    assert!(best.iter().filter(|&&b| b >= 475.0).count() >= 2, "ppo_lstm's best mean of 20 episodes per seed: {best:?}");
+    assert!(
+        best.iter().filter(|&&b| b >= 475.0).count() >= 2,
+        "ppo_lstm's best mean of 20 episodes per seed: {best:?}"
+    );
     let lowest = best.iter().copied().fold(f64::INFINITY, f64::min);
     assert!(mlp_last < lowest / 2.0, "ppo without memory ends at {mlp_last}; ppo_lstm reached {best:?}");
 }

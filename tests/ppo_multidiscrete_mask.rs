@@ -15,7 +15,13 @@ fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
     r.assert_ok();
     let updates = r.csv("updates.csv");
     assert_eq!(updates.rows.len(), 8);
-    assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 50);
+    assert_ratio_one_and_small_kl(
+        &updates,
+        "debug/first_mb_max_ratio_dev",
+        "debug/first_mb_clipfrac",
+        "losses/approx_kl",
+        50,
+    );
     common::assert_tensorboard_matches_csvs(&r);
     assert!(updates.col("debug/invalid_actions").iter().all(|&n| n == 0.0), "a masked action was sampled");
 }
@@ -65,7 +71,13 @@ fn microrts_runs_with_masks() {
     r.assert_ok();
     let updates = r.csv("updates.csv");
     assert_eq!(updates.rows.len(), 2);
-    assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl", 2);
+    assert_ratio_one_and_small_kl(
+        &updates,
+        "debug/first_mb_max_ratio_dev",
+        "debug/first_mb_clipfrac",
+        "losses/approx_kl",
+        2,
+    );
     assert!(updates.col("debug/invalid_actions").iter().all(|&n| n == 0.0));
     let stdout = String::from_utf8_lossy(&r.output.stdout);
     assert!(!stdout.contains("maps/"), "the engine printed: {stdout}");
@@ -95,7 +107,18 @@ fn last_20(episodes: &Table) -> f64 {
 /// 18.4 at 33k / 66k / 98k / 131k steps and 18.7 at the end; unmasked 0 throughout.
 #[test]
 fn with_masking_the_agent_reaches_the_best_return_and_without_it_does_not() {
-    let steps = ["--total-timesteps", "262144", "--learning-rate", "2.5e-3", "--ent-coef", "0.001", "--seed", "1", "--env-threads", "1"];
+    let steps = [
+        "--total-timesteps",
+        "262144",
+        "--learning-rate",
+        "2.5e-3",
+        "--ent-coef",
+        "0.001",
+        "--seed",
+        "1",
+        "--env-threads",
+        "1",
+    ];
     let (masked, unmasked) = std::thread::scope(|s| {
         let masked = s.spawn(|| run(BIN, &[GRID, &steps].concat()));
         let unmasked = s.spawn(|| run(BIN, &[GRID, &steps, &["--invalid-action-masking", "false"]].concat()));

@@ -26,7 +26,9 @@ const SMALL: &[&str] = &[
 const SMALL_ENVS: &[&str] = &["--env-id", "ResSim-case1", "--num-envs", "10", "--num-iterations", "4"];
 
 fn kl_and_ratio_columns(u: &Table) -> (Vec<String>, Vec<String>) {
-    let cols = |suffix: &str| u.header.iter().filter(|h| h.ends_with(suffix) && !h.contains("old_")).cloned().collect::<Vec<_>>();
+    let cols = |suffix: &str| {
+        u.header.iter().filter(|h| h.ends_with(suffix) && !h.contains("old_")).cloned().collect::<Vec<_>>()
+    };
     (cols("approx_kl"), cols("first_mb_max_ratio_dev"))
 }
 
@@ -40,7 +42,10 @@ fn ratio_is_one_for_main_and_sync_batches_and_kl_is_sane() {
     assert_eq!(u.rows.len(), 4);
     let (kls, devs) = kl_and_ratio_columns(&u);
     for level in ["l1", "l2", "l2_sync", "l3", "l3_sync"] {
-        assert!(devs.iter().any(|c| c == &format!("debug/{level}_first_mb_max_ratio_dev")), "no ratio column for {level}: {devs:?}");
+        assert!(
+            devs.iter().any(|c| c == &format!("debug/{level}_first_mb_max_ratio_dev")),
+            "no ratio column for {level}: {devs:?}"
+        );
     }
     for col in &devs {
         assert!(u.col(col).iter().all(|&d| d <= 1e-5), "{col}: {:?}", u.col(col));
@@ -52,7 +57,10 @@ fn ratio_is_one_for_main_and_sync_batches_and_kl_is_sane() {
         // moves fast, and target_kl 0.05 is checked after each epoch, so allow some overshoot
         assert!(u.col(col).iter().all(|&kl| kl.is_finite() && (-1e-6..0.5).contains(&kl)), "{col}: {:?}", u.col(col));
     }
-    assert!(r.csv("episodes.csv").col("charts/episodic_return").iter().all(|&rf| (0.0..1.0).contains(&rf)), "recovery factors in [0, 1)");
+    assert!(
+        r.csv("episodes.csv").col("charts/episodic_return").iter().all(|&rf| (0.0..1.0).contains(&rf)),
+        "recovery factors in [0, 1)"
+    );
     common::assert_tensorboard_matches_csvs(&r);
 }
 
@@ -77,15 +85,40 @@ fn target_kl_stops_the_epochs() {
 #[test]
 fn one_level_is_plain_ppo() {
     let common = ["--env-id", "ResSim-case1", "--num-envs", "4", "--update-epochs", "3", "--seed", "3"];
-    let plain = run(PLAIN, &[&common[..], &["--num-steps", "10", "--num-minibatches", "2", "--total-timesteps", "200"]].concat());
+    let plain = run(
+        PLAIN,
+        &[&common[..], &["--num-steps", "10", "--num-minibatches", "2", "--total-timesteps", "200"]].concat(),
+    );
     let multi = run(
         BIN,
         &[
             &common[..],
             &["--levels", "61", "--level-steps", "10", "--level-minibatch-size", "20", "--num-iterations", "5"],
             // ppo_continuous's settings where ppo_multilevel's defaults are the paper's
-            &["--learning-rate", "3e-4", "--clip-coef", "0.2", "--ent-coef", "0", "--vf-coef", "0.5", "--clip-vloss", "--target-kl", "inf"],
-            &["--hidden-sizes", "64,64", "--shared-trunk", "false", "--log-std-init", "0", "--normalize", "--env-threads", "1"],
+            &[
+                "--learning-rate",
+                "3e-4",
+                "--clip-coef",
+                "0.2",
+                "--ent-coef",
+                "0",
+                "--vf-coef",
+                "0.5",
+                "--clip-vloss",
+                "--target-kl",
+                "inf",
+            ],
+            &[
+                "--hidden-sizes",
+                "64,64",
+                "--shared-trunk",
+                "false",
+                "--log-std-init",
+                "0",
+                "--normalize",
+                "--env-threads",
+                "1",
+            ],
         ]
         .concat(),
     );
@@ -115,7 +148,8 @@ fn own_permeability_field_from_a_file_or_a_seed() {
     let dir = tempfile::tempdir().unwrap();
     // a channel across the middle rows of the 61x61 grid, written as a user would
     let field = envs::ressim::perm::channel_field(61, 61, 5.5, -2.0, 0.2, 0.4, 0.4);
-    let text: Vec<String> = field.chunks(61).map(|row| row.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",")).collect();
+    let text: Vec<String> =
+        field.chunks(61).map(|row| row.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",")).collect();
     let path = dir.path().join("my_reservoir.csv");
     std::fs::write(&path, format!("# ln(k / mD)\n{}\n", text.join("\n"))).unwrap();
     let path = path.to_str().unwrap();
@@ -151,22 +185,35 @@ fn bad_input_is_one_line_and_exit_code_2() {
         BIN,
         &[
             (&["--levels", "30,15,61"], &[], "coarse to fine"),
-            (&["--levels", "15,61", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10"], &[], "one value per level"),
             (
-                &[SMALL_ENVS, &["--levels", "15,30,61", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10,5"]].concat(),
+                &["--levels", "15,61", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10"],
+                &[],
+                "one value per level",
+            ),
+            (
+                &[
+                    SMALL_ENVS,
+                    &["--levels", "15,30,61", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10,5"],
+                ]
+                .concat(),
                 &[],
                 "same whole number of minibatches",
             ),
             (&["--env-id", "ResSim-v9"], &[], "unknown env id 'ResSim-v9'"),
             (
-                &[SMALL_ENVS, &["--levels", "15,30,60", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10,10"]].concat(),
+                &[
+                    SMALL_ENVS,
+                    &["--levels", "15,30,60", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10,10"],
+                ]
+                .concat(),
                 &[],
                 "has no level with a 60x60 grid",
             ),
             (&[SMALL, &["--normalize"]].concat(), &[], "one level only"),
             (&["--env-id", "HalfCheetah-v4"], &[], "run it with ppo_continuous;"),
             (
-                &[SMALL_ENVS, &["--levels", "15,30,61", "--level-steps", "1,1,1", "--level-minibatch-size", "1,1,1"]].concat(),
+                &[SMALL_ENVS, &["--levels", "15,30,61", "--level-steps", "1,1,1", "--level-minibatch-size", "1,1,1"]]
+                    .concat(),
                 &[],
                 "--norm-adv",
             ),

@@ -22,8 +22,8 @@ fn lines_cell(bin: &str, is_variant: bool) -> String {
     if !is_variant {
         return lines.to_string();
     }
-    let diff =
-        std::fs::read_to_string(format!("diffs/{bin}.diff")).unwrap_or_else(|_| panic!("diffs/{bin}.diff; run scripts/update-diffs"));
+    let diff = std::fs::read_to_string(format!("diffs/{bin}.diff"))
+        .unwrap_or_else(|_| panic!("diffs/{bin}.diff; run scripts/update-diffs"));
     let added = diff.lines().filter(|l| l.starts_with('+') && l.len() > 1 && !l.starts_with("++")).count();
     format!("{lines} (diff: {added} lines)")
 }
@@ -33,10 +33,17 @@ fn variants_table_figures_are_current() {
     let readme = std::fs::read_to_string(README).expect("README.md");
     let fam = common::family();
     let lines: Vec<&str> = readme.lines().collect();
-    let start = lines.iter().position(|l| l.starts_with("| binary |")).expect("README: the variants table (a row starting `| binary |`)");
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with("| binary |"))
+        .expect("README: the variants table (a row starting `| binary |`)");
     let header = cells(lines[start]);
-    let col =
-        |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("README's variants table has no `{name}` column"));
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("README's variants table has no `{name}` column"))
+    };
     let (bin_col, lines_col, parent_col) = (col("binary"), col("lines"), col("diff parent"));
 
     let (mut stale, mut wrong) = (Vec::new(), Vec::new());
@@ -48,7 +55,10 @@ fn variants_table_figures_are_current() {
         let parent = fam.iter().find(|(_, child)| *child == bin).map(|(p, _)| p.clone());
         let want_parent = parent.as_ref().map_or("—".to_string(), |p| format!("`{p}`"));
         if c[parent_col] != want_parent {
-            wrong.push(format!("`{bin}`: the diff parent is \"{}\", diffs/family.txt says {want_parent}", c[parent_col]));
+            wrong.push(format!(
+                "`{bin}`: the diff parent is \"{}\", diffs/family.txt says {want_parent}",
+                c[parent_col]
+            ));
         }
         let want = lines_cell(&bin, parent.is_some());
         if c[lines_col] != want {

@@ -2,7 +2,9 @@
 //! atari_throughput -- [env-id] [num-envs] [steps]`; prints agent steps per second on 1 and
 //! 2 threads (each agent step is 4 emulator frames plus preprocessing).
 
-use envs::atari::{AtariEnv, ClipReward, EpisodicLife, FireReset, FrameStack, GrayScale, MaxAndSkip, NoopReset, ResizeObservation};
+use envs::atari::{
+    AtariEnv, ClipReward, EpisodicLife, FireReset, FrameStack, GrayScale, MaxAndSkip, NoopReset, ResizeObservation,
+};
 use envs::{Action, Env, RecordEpisodeStatistics, VecEnv};
 use std::time::Instant;
 

@@ -16,7 +16,8 @@ fn main() {
             let mut env = ressim::ResSim::new(shared.clone(), level);
             let n_act = shared.injectors.len() + shared.producers.len();
             let mut rng = ressim::perm::Mt19937::new(20240611);
-            let actions: Vec<Vec<f64>> = (0..5).map(|_| (0..n_act).map(|_| rng.uniform(0.001, 1.0)).collect()).collect();
+            let actions: Vec<Vec<f64>> =
+                (0..5).map(|_| (0..n_act).map(|_| rng.uniform(0.001, 1.0)).collect()).collect();
             env.reset_to_field(0);
             let t = Instant::now();
             env.step_f64(&actions[0]); // includes the factorization of field 0

@@ -7,8 +7,8 @@
 use crate::env::forward;
 use crate::{Action, Env, EnvError, Space, Step};
 use ale_sys::{
-    act, game_over, getEpisodeFrameNumber, getMinimalActionSet, getMinimalActionSize, getScreenRGB, lives, loadROM, reset_game, setFloat,
-    setInt, setLoggerMode, ALEInterface, ALE_del, ALE_new,
+    act, game_over, getEpisodeFrameNumber, getMinimalActionSet, getMinimalActionSize, getScreenRGB, lives, loadROM,
+    reset_game, setFloat, setInt, setLoggerMode, ALEInterface, ALE_del, ALE_new,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -25,7 +25,9 @@ const FIRE: i32 = 1;
 
 /// Where the ROMs are: `ALE_ROM_DIR`, else the ale-py ROM folder scripts/setup linked at build time.
 pub fn rom_dir() -> PathBuf {
-    std::env::var_os("ALE_ROM_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("PPO_DETAILS_DEFAULT_ROM_DIR")))
+    std::env::var_os("ALE_ROM_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("PPO_DETAILS_DEFAULT_ROM_DIR")))
 }
 
 /// The 62 games ale-py 0.9 registers as `<Game>NoFrameskip-v4`, by ROM name (ALE 0.6 knows them all).
@@ -134,13 +136,15 @@ impl AtariEnv {
         let path = dir.join(format!("{rom}.bin"));
         if !dir.is_dir() {
             return Err(EnvError(format!(
-                "Atari ROM directory {} not found: run scripts/setup (it installs the ROMs of the pip package ale-py) or set ALE_ROM_DIR",
+                "Atari ROM directory {} not found: run scripts/setup (it installs the ROMs of the pip package \
+                    ale-py) or set ALE_ROM_DIR",
                 dir.display()
             )));
         }
         if !path.is_file() {
             return Err(EnvError(format!(
-                "no ROM for {env_id}: {} is missing (is '{rom}' an Atari game? ALE_ROM_DIR overrides the ROM directory)",
+                "no ROM for {env_id}: {} is missing (is '{rom}' an Atari game? ALE_ROM_DIR overrides the ROM \
+                    directory)",
                 path.display()
             )));
         }
@@ -148,7 +152,8 @@ impl AtariEnv {
     }
 
     fn load(path: &Path) -> Result<AtariEnv, EnvError> {
-        let rom = CString::new(path.to_string_lossy().as_bytes()).map_err(|_| EnvError(format!("bad ROM path {}", path.display())))?;
+        let rom = CString::new(path.to_string_lossy().as_bytes())
+            .map_err(|_| EnvError(format!("bad ROM path {}", path.display())))?;
         let _load = ale_load_lock();
         unsafe {
             setLoggerMode(2); // errors only: no banner per emulator
@@ -186,7 +191,11 @@ impl Drop for AtariEnv {
 impl Env for AtariEnv {
     type Obs = u8;
     fn observation_space(&self) -> Space {
-        Space::Box { shape: vec![HEIGHT, WIDTH, 3], low: vec![0.0; HEIGHT * WIDTH * 3], high: vec![255.0; HEIGHT * WIDTH * 3] }
+        Space::Box {
+            shape: vec![HEIGHT, WIDTH, 3],
+            low: vec![0.0; HEIGHT * WIDTH * 3],
+            high: vec![255.0; HEIGHT * WIDTH * 3],
+        }
     }
     fn action_space(&self) -> Space {
         Space::Discrete(self.actions.len())
@@ -490,8 +499,12 @@ fn horizontal<const C: usize>(src: &[u8], rows: &mut [f32], xtaps: &[(usize, [f3
 impl<E: Env<Obs = u8>> ResizeObservation<E> {
     /// Panics unless the inner observation is an H x W x 1 or H x W x 3 box (a caller bug).
     pub fn new(inner: E, height: usize, width: usize) -> Self {
-        let Space::Box { shape, .. } = inner.observation_space() else { panic!("ResizeObservation needs a Box observation") };
-        let [h, w, c @ (1 | 3)] = shape[..] else { panic!("ResizeObservation needs an H x W x 1 or 3 observation, got {shape:?}") };
+        let Space::Box { shape, .. } = inner.observation_space() else {
+            panic!("ResizeObservation needs a Box observation")
+        };
+        let [h, w, c @ (1 | 3)] = shape[..] else {
+            panic!("ResizeObservation needs an H x W x 1 or 3 observation, got {shape:?}")
+        };
         ResizeObservation {
             inner,
             src: (h, w, c),
@@ -606,7 +619,9 @@ impl<E: Env> Env for FrameStack<E> {
     type Obs = E::Obs;
     forward!(action_space -> Space, lives -> u32);
     fn observation_space(&self) -> Space {
-        let Space::Box { shape, low, high } = self.inner.observation_space() else { panic!("FrameStack needs a Box observation") };
+        let Space::Box { shape, low, high } = self.inner.observation_space() else {
+            panic!("FrameStack needs a Box observation")
+        };
         Space::Box { shape: [vec![self.k], shape].concat(), low: low.repeat(self.k), high: high.repeat(self.k) }
     }
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
@@ -655,7 +670,8 @@ impl<E: Env<Obs = u8>> RecordVideo<E> {
     fn start(&mut self) -> std::io::Result<()> {
         let Some(dir) = &self.dir else { return Ok(()) };
         std::fs::create_dir_all(dir)?;
-        let file = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("episode-{}.gif", self.episode_id)))?);
+        let file =
+            std::io::BufWriter::new(std::fs::File::create(dir.join(format!("episode-{}.gif", self.episode_id)))?);
         let mut gif = gif::Encoder::new(file, WIDTH as u16, HEIGHT as u16, &[]).map_err(std::io::Error::other)?;
         gif.set_repeat(gif::Repeat::Infinite).map_err(std::io::Error::other)?;
         self.gif = Some(gif);

@@ -79,10 +79,15 @@ impl Env for CartPole {
         let force = if action.discrete() == 1 { Self::FORCE_MAG } else { -Self::FORCE_MAG };
         let (costheta, sintheta) = (theta.cos(), theta.sin());
         let temp = (force + polemass_length * theta_dot.powi(2) * sintheta) / total_mass;
-        let thetaacc =
-            (Self::GRAVITY * sintheta - costheta * temp) / (Self::LENGTH * (4.0 / 3.0 - Self::MASSPOLE * costheta.powi(2) / total_mass));
+        let thetaacc = (Self::GRAVITY * sintheta - costheta * temp)
+            / (Self::LENGTH * (4.0 / 3.0 - Self::MASSPOLE * costheta.powi(2) / total_mass));
         let xacc = temp - polemass_length * thetaacc * costheta / total_mass;
-        self.state = [x + Self::TAU * x_dot, x_dot + Self::TAU * xacc, theta + Self::TAU * theta_dot, theta_dot + Self::TAU * thetaacc];
+        self.state = [
+            x + Self::TAU * x_dot,
+            x_dot + Self::TAU * xacc,
+            theta + Self::TAU * theta_dot,
+            theta_dot + Self::TAU * thetaacc,
+        ];
         let [x, _, theta, _] = self.state;
         let t = Self::theta_threshold();
         #[allow(clippy::manual_range_contains)] // gymnasium's comparisons (a NaN state does not terminate)
@@ -148,11 +153,12 @@ impl Acrobot {
         let d1 = m1 * lc1.powi(2) + m2 * (l1.powi(2) + lc2.powi(2) + 2.0 * l1 * lc2 * theta2.cos()) + i1 + i2;
         let d2 = m2 * (lc2.powi(2) + l1 * lc2 * theta2.cos()) + i2;
         let phi2 = m2 * lc2 * g * (theta1 + theta2 - PI / 2.0).cos();
-        let phi1 = -m2 * l1 * lc2 * dtheta2.powi(2) * theta2.sin() - 2.0 * m2 * l1 * lc2 * dtheta2 * dtheta1 * theta2.sin()
+        let phi1 = -m2 * l1 * lc2 * dtheta2.powi(2) * theta2.sin()
+            - 2.0 * m2 * l1 * lc2 * dtheta2 * dtheta1 * theta2.sin()
             + (m1 * lc1 + m2 * l1) * g * (theta1 - PI / 2.0).cos()
             + phi2;
-        let ddtheta2 =
-            (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1.powi(2) * theta2.sin() - phi2) / (m2 * lc2.powi(2) + i2 - d2.powi(2) / d1);
+        let ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1.powi(2) * theta2.sin() - phi2)
+            / (m2 * lc2.powi(2) + i2 - d2.powi(2) / d1);
         let ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
         [dtheta1, dtheta2, ddtheta1, ddtheta2]
     }

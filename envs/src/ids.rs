@@ -56,7 +56,8 @@ impl Family {
         match self.ids {
             Ids::Listed(ids) => ids.join(", "),
             Ids::AtariV4 => format!(
-                "<Game>NoFrameskip-v4 for the {} Atari games ale-py registers (e.g. BreakoutNoFrameskip-v4, PongNoFrameskip-v4)",
+                "<Game>NoFrameskip-v4 for the {} Atari games ale-py registers (e.g. BreakoutNoFrameskip-v4, \
+                    PongNoFrameskip-v4)",
                 atari::V4_GAMES.len()
             ),
         }
@@ -79,7 +80,10 @@ pub(crate) fn all() -> String {
 /// # Panics
 /// When `bin` has no row in the table of binaries (a binary that calls this must have one).
 pub fn check_id(bin: &str, id: &str) -> Result<(), EnvError> {
-    let (_, own) = BINARIES.iter().find(|(name, _)| *name == bin).unwrap_or_else(|| panic!("envs lists no env ids for binary {bin}"));
+    let (_, own) = BINARIES
+        .iter()
+        .find(|(name, _)| *name == bin)
+        .unwrap_or_else(|| panic!("envs lists no env ids for binary {bin}"));
     let runs = |families: &[Family]| families.iter().any(|f| f.contains(id));
     if runs(own) {
         return Ok(());
@@ -87,7 +91,12 @@ pub fn check_id(bin: &str, id: &str) -> Result<(), EnvError> {
     let others: Vec<&str> = BINARIES.iter().filter(|(_, families)| runs(families)).map(|(name, _)| *name).collect();
     Err(EnvError(match FAMILIES.iter().find(|f| f.contains(id)) {
         Some(family) if !others.is_empty() => {
-            format!("{bin} cannot run {id} ({}): run it with {}; {bin} runs {}", family.what, others.join(" or "), describe(own))
+            format!(
+                "{bin} cannot run {id} ({}): run it with {}; {bin} runs {}",
+                family.what,
+                others.join(" or "),
+                describe(own)
+            )
         }
         _ => format!("unknown env id '{id}'; {bin} runs {}", describe(own)),
     }))
@@ -121,12 +130,17 @@ mod tests {
     fn unknown_ids_list_the_binarys_own() {
         assert_eq!(
             message("ppo", "Foo-v0"),
-            "unknown env id 'Foo-v0'; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0, CartPoleNoVel-v1, MountainCarNoVel-v0"
+            "unknown env id 'Foo-v0'; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0, CartPoleNoVel-v1, \
+                MountainCarNoVel-v0"
         );
-        assert_eq!(message("ppo_multilevel", "ResSim-v9"), "unknown env id 'ResSim-v9'; ppo_multilevel runs ResSim-case1, ResSim-v1");
-        let continuous = "ppo_continuous runs Pendulum-v1, MountainCarContinuous-v0, PendulumNoVel-v1, MountainCarContinuousNoVel-v0, HalfCheetah-v4, Hopper-v4, Walker2d-v4, \
-                          InvertedPendulum-v4, Ant-v4, Humanoid-v4, HumanoidStandup-v4, InvertedDoublePendulum-v4, Pusher-v4, Reacher-v4, \
-                          Swimmer-v4, ResSim-case1, ResSim-v1";
+        assert_eq!(
+            message("ppo_multilevel", "ResSim-v9"),
+            "unknown env id 'ResSim-v9'; ppo_multilevel runs ResSim-case1, ResSim-v1"
+        );
+        let continuous = "ppo_continuous runs Pendulum-v1, MountainCarContinuous-v0, PendulumNoVel-v1, \
+            MountainCarContinuousNoVel-v0, HalfCheetah-v4, Hopper-v4, Walker2d-v4, \
+            InvertedPendulum-v4, Ant-v4, Humanoid-v4, HumanoidStandup-v4, InvertedDoublePendulum-v4, \
+            Pusher-v4, Reacher-v4, Swimmer-v4, ResSim-case1, ResSim-v1";
         assert_eq!(message("ppo_continuous", "NoSuchEnv-v9"), format!("unknown env id 'NoSuchEnv-v9'; {continuous}"));
     }
 
@@ -144,18 +158,23 @@ mod tests {
     fn another_binarys_id_names_that_binary() {
         assert_eq!(
             message("ppo", "BreakoutNoFrameskip-v4"),
-            "ppo cannot run BreakoutNoFrameskip-v4 (an Atari game): run it with ppo_atari or ppo_lstm; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0, CartPoleNoVel-v1, MountainCarNoVel-v0"
+            "ppo cannot run BreakoutNoFrameskip-v4 (an Atari game): run it with ppo_atari or ppo_lstm; ppo runs \
+                CartPole-v1, Acrobot-v1, MountainCar-v0, CartPoleNoVel-v1, MountainCarNoVel-v0"
         );
         assert!(message("ppo_atari", "CartPole-v1").starts_with(
-            "ppo_atari cannot run CartPole-v1 (a classic-control env with discrete actions): run it with ppo or ppo_lstm; ppo_atari runs <Game>"
+            "ppo_atari cannot run CartPole-v1 (a classic-control env with discrete actions): run it with ppo or \
+                ppo_lstm; ppo_atari runs <Game>"
         ));
-        assert!(message("ppo_continuous", "Acrobot-v1").contains("run it with ppo or ppo_lstm; ppo_continuous runs Pendulum-v1,"));
+        assert!(message("ppo_continuous", "Acrobot-v1")
+            .contains("run it with ppo or ppo_lstm; ppo_continuous runs Pendulum-v1,"));
         // both binaries that run the ressim ids are named
-        assert!(message("ppo", "ResSim-v1")
-            .starts_with("ppo cannot run ResSim-v1 (a reservoir simulation): run it with ppo_continuous or ppo_multilevel;"));
+        assert!(message("ppo", "ResSim-v1").starts_with(
+            "ppo cannot run ResSim-v1 (a reservoir simulation): run it with ppo_continuous or ppo_multilevel;"
+        ));
         assert_eq!(
             message("ppo_multilevel", "HalfCheetah-v4"),
-            "ppo_multilevel cannot run HalfCheetah-v4 (a MuJoCo env): run it with ppo_continuous; ppo_multilevel runs ResSim-case1, ResSim-v1"
+            "ppo_multilevel cannot run HalfCheetah-v4 (a MuJoCo env): run it with ppo_continuous; ppo_multilevel \
+                runs ResSim-case1, ResSim-v1"
         );
     }
 
@@ -178,12 +197,17 @@ mod tests {
 
     #[test]
     fn the_table_names_the_ids_envs_makes_and_nothing_else() {
-        let known: Vec<&str> = crate::KNOWN_ENVS.iter().map(|(id, _)| *id).chain(ressim::IDS).chain(microrts::IDS).collect();
+        let known: Vec<&str> =
+            crate::KNOWN_ENVS.iter().map(|(id, _)| *id).chain(ressim::IDS).chain(microrts::IDS).collect();
         for family in &FAMILIES {
             if let Ids::Listed(ids) = family.ids {
                 assert!(ids.iter().all(|id| known.contains(id)), "{ids:?}");
             }
-            assert!(BINARIES.iter().any(|(_, families)| families.iter().any(|f| f.what == family.what)), "no binary runs {}", family.what);
+            assert!(
+                BINARIES.iter().any(|(_, families)| families.iter().any(|f| f.what == family.what)),
+                "no binary runs {}",
+                family.what
+            );
         }
         for id in known {
             assert!(FAMILIES.iter().any(|f| f.contains(id)), "{id} is in no family");
@@ -202,7 +226,8 @@ mod tests {
         for entry in std::fs::read_dir(&bin_dir).expect("the workspace's src/bin") {
             let path = entry.expect("a directory entry").path();
             let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-            let calls = std::fs::read_to_string(&path).is_ok_and(|src| src.contains("check_id(env!(\"CARGO_BIN_NAME\")"));
+            let calls =
+                std::fs::read_to_string(&path).is_ok_and(|src| src.contains("check_id(env!(\"CARGO_BIN_NAME\")"));
             assert!(!calls || BINARIES.iter().any(|(bin, _)| *bin == name), "{name} calls check_id but has no row");
         }
     }

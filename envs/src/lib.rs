@@ -24,7 +24,8 @@ pub use ids::check_id;
 pub use spaces::Space;
 pub use vector::{FinishedEpisode, VecEnv};
 pub use wrappers::{
-    ClipAction, NormalizeObservation, NormalizeReward, ObsAsF32, ObsStats, RunningMeanStd, TransformObservation, TransformReward,
+    ClipAction, NormalizeObservation, NormalizeReward, ObsAsF32, ObsStats, RunningMeanStd, TransformObservation,
+    TransformReward,
 };
 
 /// The environment ids `make` knows, with gymnasium's `max_episode_steps` for each.
@@ -103,12 +104,19 @@ pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
         "MountainCar-v0" => Box::new(TimeLimit::new(MountainCar::new(), max_steps)),
         "Pendulum-v1" => Box::new(TimeLimit::new(Pendulum::new(), max_steps)),
         "MountainCarContinuous-v0" => Box::new(TimeLimit::new(MountainCarContinuous::new(), max_steps)),
-        "CartPoleNoVel-v1" => Box::new(TimeLimit::new(TransformObservation::new(CartPole::new(), no_velocity(&[1, 3])), max_steps)),
-        "MountainCarNoVel-v0" => Box::new(TimeLimit::new(TransformObservation::new(MountainCar::new(), no_velocity(&[1])), max_steps)),
-        "PendulumNoVel-v1" => Box::new(TimeLimit::new(TransformObservation::new(Pendulum::new(), no_velocity(&[2])), max_steps)),
-        "MountainCarContinuousNoVel-v0" => {
-            Box::new(TimeLimit::new(TransformObservation::new(MountainCarContinuous::new(), no_velocity(&[1])), max_steps))
+        "CartPoleNoVel-v1" => {
+            Box::new(TimeLimit::new(TransformObservation::new(CartPole::new(), no_velocity(&[1, 3])), max_steps))
         }
+        "MountainCarNoVel-v0" => {
+            Box::new(TimeLimit::new(TransformObservation::new(MountainCar::new(), no_velocity(&[1])), max_steps))
+        }
+        "PendulumNoVel-v1" => {
+            Box::new(TimeLimit::new(TransformObservation::new(Pendulum::new(), no_velocity(&[2])), max_steps))
+        }
+        "MountainCarContinuousNoVel-v0" => Box::new(TimeLimit::new(
+            TransformObservation::new(MountainCarContinuous::new(), no_velocity(&[1])),
+            max_steps,
+        )),
         harvest::ID => Box::new(TimeLimit::new(harvest::GridHarvest::new(), max_steps)),
         id if mujoco::IDS.contains(&id) => Box::new(TimeLimit::new(mujoco::MujocoEnv::new(id)?, max_steps)),
         _ => unreachable!("every id in KNOWN_ENVS has a constructor"),

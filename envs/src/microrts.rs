@@ -39,7 +39,9 @@ fn config(id: &str) -> Option<(&'static str, [f64; 7], u32)> {
         "MicrortsMining-v1" => ("ai/PassiveAI", [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0], 200),
         "MicrortsAttackShapedReward-v1" => ("ai/PassiveAI", [0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0], 400),
         "MicrortsProduceCombatUnitsShapedReward-v1" => ("ai/PassiveAI", [0.0, 1.0, 0.0, 1.0, 0.0, 7.0, 0.0], 400),
-        "MicrortsRandomEnemyShapedReward3-v1" => ("ai/RandomBiasedSingleUnitAI", [5.0, 1.0, 1.0, 0.2, 1.0, 7.0, 0.2], 600),
+        "MicrortsRandomEnemyShapedReward3-v1" => {
+            ("ai/RandomBiasedSingleUnitAI", [5.0, 1.0, 1.0, 0.2, 1.0, 7.0, 0.2], 600)
+        }
         _ => return None,
     })
 }
@@ -68,7 +70,8 @@ const NVEC: [usize; 8] = [H * W, 6, 4, 4, 4, 4, 7, H * W];
 
 /// The folder with microrts.jar and maps/: `MICRORTS_DIR`, else what `scripts/setup` linked.
 pub fn dir() -> PathBuf {
-    std::env::var_os("MICRORTS_DIR").map_or_else(|| PathBuf::from(env!("PPO_DETAILS_DEFAULT_MICRORTS_DIR")), PathBuf::from)
+    std::env::var_os("MICRORTS_DIR")
+        .map_or_else(|| PathBuf::from(env!("PPO_DETAILS_DEFAULT_MICRORTS_DIR")), PathBuf::from)
 }
 
 static JVM: OnceLock<Result<JavaVM, String>> = OnceLock::new();
@@ -78,7 +81,8 @@ fn jvm() -> Result<&'static JavaVM, EnvError> {
     let (jar, map) = (dir.join("microrts.jar"), dir.join(MAP));
     if !jar.is_file() || !map.is_file() {
         return Err(EnvError(format!(
-            "MicroRTS is not installed: no {} or {}; run scripts/setup (or set MICRORTS_DIR to a folder with microrts.jar and maps/)",
+            "MicroRTS is not installed: no {} or {}; run scripts/setup (or set MICRORTS_DIR to a folder with \
+                microrts.jar and maps/)",
             jar.display(),
             map.display()
         )));
@@ -98,7 +102,8 @@ fn start_jvm(jar: &str) -> Result<JavaVM, String> {
     let mut env = vm.attach_current_thread().map_err(|e| e.to_string())?;
     // the engine prints map paths and more to System.out: keep them off the user's terminal
     let silence = |env: &mut JNIEnv| -> jni::errors::Result<()> {
-        let null = env.call_static_method("java/io/OutputStream", "nullOutputStream", "()Ljava/io/OutputStream;", &[])?.l()?;
+        let null =
+            env.call_static_method("java/io/OutputStream", "nullOutputStream", "()Ljava/io/OutputStream;", &[])?.l()?;
         let out = env.new_object("java/io/PrintStream", "(Ljava/io/OutputStream;)V", &[JValue::Object(&null)])?;
         env.call_static_method("java/lang/System", "setOut", "(Ljava/io/PrintStream;)V", &[JValue::Object(&out)])?.v()
     };
@@ -152,8 +157,15 @@ impl Microrts {
         let (path, map) = (env.new_string(dir().display().to_string())?, env.new_string(MAP)?);
         let client = env.new_object(
             "tests/JNIClient",
-            "([Lai/rewardfunction/RewardFunctionInterface;Ljava/lang/String;Ljava/lang/String;Lai/core/AI;Lrts/units/UnitTypeTable;)V",
-            &[JValue::Object(&rfs), JValue::Object(&path), JValue::Object(&map), JValue::Object(&ai2), JValue::Object(&utt)],
+            "([Lai/rewardfunction/RewardFunctionInterface;Ljava/lang/String;Ljava/lang/String;\
+             Lai/core/AI;Lrts/units/UnitTypeTable;)V",
+            &[
+                JValue::Object(&rfs),
+                JValue::Object(&path),
+                JValue::Object(&map),
+                JValue::Object(&ai2),
+                JValue::Object(&utt),
+            ],
         )?;
         env.new_global_ref(client)
     }

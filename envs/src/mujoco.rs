@@ -53,7 +53,14 @@ struct Spec {
     reset_noise: f64,
 }
 
-const fn spec(id: &'static str, task: Task, xml: &'static str, frame_skip: u32, ctrl_cost_weight: f32, reset_noise: f64) -> Spec {
+const fn spec(
+    id: &'static str,
+    task: Task,
+    xml: &'static str,
+    frame_skip: u32,
+    ctrl_cost_weight: f32,
+    reset_noise: f64,
+) -> Spec {
     Spec { id, task, xml, frame_skip, ctrl_cost_weight, reset_noise }
 }
 
@@ -137,12 +144,16 @@ const RTLD_NOW: c_int = 2;
 
 /// Where the library is: `$MUJOCO_DIR`, else the `.mujoco` link scripts/setup made (compiled in).
 fn lib_dir() -> PathBuf {
-    std::env::var_os("MUJOCO_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("PPO_DETAILS_DEFAULT_MUJOCO_DIR")))
+    std::env::var_os("MUJOCO_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("PPO_DETAILS_DEFAULT_MUJOCO_DIR")))
 }
 
 /// Where gymnasium's model files are: `$MUJOCO_ASSETS_DIR`, else the `.mujoco-assets` link.
 fn assets_dir() -> PathBuf {
-    std::env::var_os("MUJOCO_ASSETS_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("PPO_DETAILS_DEFAULT_MUJOCO_ASSETS")))
+    std::env::var_os("MUJOCO_ASSETS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("PPO_DETAILS_DEFAULT_MUJOCO_ASSETS")))
 }
 
 /// MuJoCo's default handlers print to stdout and append to MUJOCO_LOG.TXT in the working
@@ -174,11 +185,13 @@ fn api() -> Result<&'static Api, EnvError> {
 
 fn load_api() -> Result<Api, EnvError> {
     let path = lib_dir().join(LIB_NAME);
-    let fix = "run scripts/setup, or set MUJOCO_DIR to a folder holding it (pip install mujoco==3.17.0 puts it in site-packages/mujoco)";
+    let fix = "run scripts/setup, or set MUJOCO_DIR to a folder holding it (pip install mujoco==3.17.0 puts it in \
+        site-packages/mujoco)";
     if !path.is_file() {
         return Err(EnvError(format!("MuJoCo library {} not found: {fix}", path.display())));
     }
-    let c_path = CString::new(path.to_string_lossy().as_bytes()).map_err(|_| EnvError(format!("bad MuJoCo path {}", path.display())))?;
+    let c_path = CString::new(path.to_string_lossy().as_bytes())
+        .map_err(|_| EnvError(format!("bad MuJoCo path {}", path.display())))?;
     let handle = unsafe { dlopen(c_path.as_ptr(), RTLD_NOW) };
     if handle.is_null() {
         let why = unsafe { CStr::from_ptr(dlerror()) }.to_string_lossy().into_owned();
@@ -257,7 +270,8 @@ impl MujocoEnv {
         let xml = assets_dir().join(spec.xml);
         if !xml.is_file() {
             return Err(EnvError(format!(
-                "MuJoCo model file {} not found: run scripts/setup (the XML files come from the gymnasium package), or set MUJOCO_ASSETS_DIR to gymnasium/envs/mujoco/assets",
+                "MuJoCo model file {} not found: run scripts/setup (the XML files come from the gymnasium package), \
+                    or set MUJOCO_ASSETS_DIR to gymnasium/envs/mujoco/assets",
                 xml.display()
             )));
         }
@@ -437,7 +451,11 @@ impl MujocoEnv {
         let (z, angle) = (self.state[1], self.state[2]);
         match self.spec.task {
             Task::Hopper => {
-                self.state[2..].iter().all(|&s| -100.0 < s && s < 100.0) && 0.7 < z && z < f64::INFINITY && -0.2 < angle && angle < 0.2
+                self.state[2..].iter().all(|&s| -100.0 < s && s < 100.0)
+                    && 0.7 < z
+                    && z < f64::INFINITY
+                    && -0.2 < angle
+                    && angle < 0.2
             }
             Task::Walker2d => 0.8 < z && z < 2.0 && -1.0 < angle && angle < 1.0,
             // the torso's height, qpos[2]: inclusive range for Ant, exclusive for Humanoid
@@ -471,7 +489,10 @@ fn load_model(api: &Api, spec: &Spec, xml: &std::path::Path) -> Result<*mut Mode
     let model = if spec.task == Task::Swimmer {
         let text = std::fs::read_to_string(xml).map_err(|e| EnvError(format!("cannot read {}: {e}", xml.display())))?;
         if !text.contains(SWIMMER_OPTION.0) {
-            return Err(EnvError(format!("{} is not gymnasium 0.29.1's swimmer.xml: run scripts/setup", xml.display())));
+            return Err(EnvError(format!(
+                "{} is not gymnasium 0.29.1's swimmer.xml: run scripts/setup",
+                xml.display()
+            )));
         }
         let text = text.replace(SWIMMER_OPTION.0, SWIMMER_OPTION.1);
         let name = CString::new(spec.xml).map_err(|_| bad_path())?;
@@ -621,8 +642,17 @@ impl Env for MujocoEnv {
         self.set_state(&state, obs);
     }
     fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
-        let Action::Continuous(a) = action else { panic!("{}: expected a continuous action, got {action:?}", self.spec.id) };
-        assert_eq!(a.len(), self.ctrl.len(), "{}: action has {} values, the env {}", self.spec.id, a.len(), self.ctrl.len());
+        let Action::Continuous(a) = action else {
+            panic!("{}: expected a continuous action, got {action:?}", self.spec.id)
+        };
+        assert_eq!(
+            a.len(),
+            self.ctrl.len(),
+            "{}: action has {} values, the env {}",
+            self.spec.id,
+            a.len(),
+            self.ctrl.len()
+        );
         for (c, &x) in self.ctrl.iter_mut().zip(a) {
             *c = x as f64; // MuJoCo clamps controls to the actuators' ctrlrange itself
         }
@@ -665,7 +695,8 @@ impl Env for MujocoEnv {
             Task::HumanoidStandup => {
                 let uph_cost = (self.state[2] - 0.0) / self.timestep;
                 let quad_ctrl_cost = 0.1 * np_sum_squares(&self.ctrl);
-                let quad_impact_cost = (5e-7 * np_sum_squares(self.data_array(offset::DATA_CFRC_EXT, 6 * self.nbody))).min(10.0);
+                let quad_impact_cost =
+                    (5e-7 * np_sum_squares(self.data_array(offset::DATA_CFRC_EXT, 6 * self.nbody))).min(10.0);
                 (uph_cost - quad_ctrl_cost - quad_impact_cost + 1.0, false)
             }
             Task::InvertedDoublePendulum => {

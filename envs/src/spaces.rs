@@ -77,7 +77,10 @@ mod tests {
         assert_eq!(Space::Discrete(2).to_string(), "Discrete(2)");
         assert_eq!(Space::MultiDiscrete(vec![100, 6, 4]).to_string(), "MultiDiscrete([100, 6, 4])");
         // MuJoCo's observations: 17 unbounded values, once
-        assert_eq!(Space::bounded_box(vec![f32::NEG_INFINITY; 17], vec![f32::INFINITY; 17]).to_string(), "Box(17,) in [-inf, inf]");
+        assert_eq!(
+            Space::bounded_box(vec![f32::NEG_INFINITY; 17], vec![f32::INFINITY; 17]).to_string(),
+            "Box(17,) in [-inf, inf]"
+        );
         assert_eq!(Space::bounded_box(vec![-2.0], vec![2.0]).to_string(), "Box(1,) in [-2.0, 2.0]");
         // CartPole's per-element bounds are left out
         let cartpole = Space::bounded_box(vec![-4.8, f32::MIN, -0.42, f32::MIN], vec![4.8, f32::MAX, 0.42, f32::MAX]);
@@ -85,7 +88,10 @@ mod tests {
         let n = 4 * 84 * 84;
         let frames = Space::Box { shape: vec![4, 84, 84], low: vec![0.0; n], high: vec![255.0; n] };
         assert_eq!(frames.to_string(), "Box(4, 84, 84) in [0.0, 255.0]");
-        assert_eq!(Space::bounded_box(vec![-f32::MAX; 3], vec![f32::MAX; 3]).to_string(), "Box(3,) in [-3.4028235e38, 3.4028235e38]");
+        assert_eq!(
+            Space::bounded_box(vec![-f32::MAX; 3], vec![f32::MAX; 3]).to_string(),
+            "Box(3,) in [-3.4028235e38, 3.4028235e38]"
+        );
         assert_eq!(Space::Box { shape: vec![], low: vec![0.5], high: vec![1.0] }.to_string(), "Box() in [0.5, 1.0]");
     }
 

@@ -29,6 +29,8 @@ pub struct VecEnv<T: Copy + Default + Send + Sync + 'static> {
     envs: Vec<Box<dyn Env<Obs = T>>>,
     threads: usize,
     outcomes: Vec<Outcome>,
+    /// wall-clock seconds spent in `step` since the last `take_step_seconds`
+    step_seconds: f64,
     pub obs_dim: usize,
     /// `num_envs * obs_dim` observations, one row per env.
     pub obs: Vec<T>,
@@ -59,6 +61,7 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
             envs,
             threads: 1,
             outcomes: vec![Outcome::default(); n],
+            step_seconds: 0.0,
             obs_dim,
             obs: vec![T::default(); n * obs_dim],
             rewards: vec![0.0; n],
@@ -99,6 +102,7 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
     /// Steps every env with its row of `actions` (`Discrete`: one value per env; `MultiDiscrete`
     /// and `Box`: `flat_dim` values per env).
     pub fn step(&mut self, actions: Action) {
+        let start = std::time::Instant::now();
         let n = self.envs.len();
         self.run(|i, env, obs, final_obs, out| {
             let row = |len: usize| i * len / n..(i + 1) * len / n; // env i's share of the flat actions
@@ -126,6 +130,13 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
             }
         }
         self.read_masks();
+        self.step_seconds += start.elapsed().as_secs_f64();
+    }
+
+    /// The wall-clock seconds spent in `step` since the previous call (the binaries' timing
+    /// column `timing/env_seconds`), and starts counting again.
+    pub fn take_step_seconds(&mut self) -> f64 {
+        std::mem::take(&mut self.step_seconds)
     }
 
     fn read_masks(&mut self) {

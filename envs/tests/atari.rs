@@ -4,7 +4,9 @@
 //! terminated/truncated flags, lives and raw episode returns/lengths at every step.
 //! Golden data: `scripts/gen_golden_atari.py`. Needs the ROMs (scripts/setup).
 
-use envs::atari::{AtariEnv, ClipReward, EpisodicLife, FireReset, FrameStack, GrayScale, MaxAndSkip, NoopReset, ResizeObservation};
+use envs::atari::{
+    AtariEnv, ClipReward, EpisodicLife, FireReset, FrameStack, GrayScale, MaxAndSkip, NoopReset, ResizeObservation,
+};
 use envs::{Action, Env, RecordEpisodeStatistics};
 use serde_json::Value;
 use std::io::Read;
@@ -64,7 +66,11 @@ fn replay(game: &str) {
         if let Some(ep) = step.episode {
             let want_ep = &episodes[seen_episodes];
             assert_eq!(want_ep["step"].as_u64().unwrap() as usize, t, "{game}: episode ended at another step");
-            assert_eq!((ep.r, ep.l), (want_ep["r"].as_f64().unwrap(), want_ep["l"].as_u64().unwrap()), "{game} step {t}: episode");
+            assert_eq!(
+                (ep.r, ep.l),
+                (want_ep["r"].as_f64().unwrap(), want_ep["l"].as_u64().unwrap()),
+                "{game} step {t}: episode"
+            );
             seen_episodes += 1;
         }
         if step.terminated || step.truncated {
@@ -95,9 +101,11 @@ fn pong_matches_gymnasium_and_ale_py() {
 fn every_v4_game_has_its_rom_and_loads() {
     use envs::atari::{rom_dir, rom_name, V4_GAMES};
     assert_eq!(V4_GAMES.len(), 62);
-    for (id, rom) in
-        [("BreakoutNoFrameskip-v4", "breakout"), ("UpNDownNoFrameskip-v4", "up_n_down"), ("MsPacmanNoFrameskip-v4", "ms_pacman")]
-    {
+    for (id, rom) in [
+        ("BreakoutNoFrameskip-v4", "breakout"),
+        ("UpNDownNoFrameskip-v4", "up_n_down"),
+        ("MsPacmanNoFrameskip-v4", "ms_pacman"),
+    ] {
         assert_eq!(rom_name(id), Some(rom));
     }
     assert_eq!(rom_name("Breakout-v5"), None);
@@ -115,8 +123,10 @@ fn every_v4_game_has_its_rom_and_loads() {
 /// `ObsAsF32` hands on the same pixels as f32 (what `ppo_lstm` reads), with the same steps.
 #[test]
 fn obs_as_f32_passes_pixels_on_as_floats() {
-    let (mut pixels, mut floats) =
-        (cleanrl_stack("BreakoutNoFrameskip-v4", vec![]), envs::ObsAsF32::new(cleanrl_stack("BreakoutNoFrameskip-v4", vec![])));
+    let (mut pixels, mut floats) = (
+        cleanrl_stack("BreakoutNoFrameskip-v4", vec![]),
+        envs::ObsAsF32::new(cleanrl_stack("BreakoutNoFrameskip-v4", vec![])),
+    );
     assert_eq!(pixels.observation_space(), floats.observation_space());
     let (mut a, mut b) = (vec![0u8; 4 * FRAME], vec![0f32; 4 * FRAME]);
     pixels.reset(Some(3), &mut a);
@@ -124,7 +134,11 @@ fn obs_as_f32_passes_pixels_on_as_floats() {
     for t in 0..300i64 {
         assert!(a.iter().zip(&b).all(|(&p, &f)| p as f32 == f), "step {t}");
         let (s, u) = (pixels.step(Action::Discrete(&[t % 4]), &mut a), floats.step(Action::Discrete(&[t % 4]), &mut b));
-        assert_eq!((s.reward, s.terminated, s.truncated, s.episode), (u.reward, u.terminated, u.truncated, u.episode), "step {t}");
+        assert_eq!(
+            (s.reward, s.terminated, s.truncated, s.episode),
+            (u.reward, u.terminated, u.truncated, u.episode),
+            "step {t}"
+        );
     }
     assert!(a.iter().any(|&p| p > 0), "frames are not blank");
 }

@@ -27,13 +27,23 @@ fn replay<E: Env<Obs = f32>>(env_id: &str, max_steps: u32, mut make: impl FnMut(
         for (t, a) in actions.iter().enumerate() {
             let step = match a.as_i64() {
                 Some(a) => env.step(Action::Discrete(&[a]), &mut obs),
-                None => env.step(Action::Continuous(&floats(a).iter().map(|&x| x as f32).collect::<Vec<_>>()), &mut obs),
+                None => {
+                    env.step(Action::Continuous(&floats(a).iter().map(|&x| x as f32).collect::<Vec<_>>()), &mut obs)
+                }
             };
             let want: Vec<f32> = floats(&case["obs"][t]).iter().map(|&x| x as f32).collect();
             assert_eq!(obs, want, "{env_id} case {c} step {t}: observation");
             assert_eq!(step.reward, case["rewards"][t].as_f64().unwrap(), "{env_id} case {c} step {t}: reward");
-            assert_eq!(step.terminated, case["terminated"][t].as_bool().unwrap(), "{env_id} case {c} step {t}: terminated");
-            assert_eq!(step.truncated, case["truncated"][t].as_bool().unwrap(), "{env_id} case {c} step {t}: truncated");
+            assert_eq!(
+                step.terminated,
+                case["terminated"][t].as_bool().unwrap(),
+                "{env_id} case {c} step {t}: terminated"
+            );
+            assert_eq!(
+                step.truncated,
+                case["truncated"][t].as_bool().unwrap(),
+                "{env_id} case {c} step {t}: truncated"
+            );
             steps += 1;
         }
     }
@@ -107,7 +117,11 @@ fn velocity_masked_envs_are_the_golden_envs_with_velocities_zeroed() {
         let dim = env.observation_space().flat_dim();
         let (mut obs, mut base_obs) = (vec![0f32; dim], vec![0f32; dim]);
         let masked = |base_obs: &[f32]| -> Vec<u32> {
-            base_obs.iter().enumerate().map(|(i, &x)| if hidden.contains(&i) { (x * 0.0).to_bits() } else { x.to_bits() }).collect()
+            base_obs
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| if hidden.contains(&i) { (x * 0.0).to_bits() } else { x.to_bits() })
+                .collect()
         };
         let (mut episodes, mut negative_zero) = (0, false);
         env.reset(Some(7), &mut obs);

@@ -35,7 +35,9 @@ fn the_start_of_bases_workers_encoded_and_masked() {
     let mut obs = vec![0f32; 2700];
     env.reset(None, &mut obs);
     let cells: Vec<[usize; 5]> = obs.chunks(27).map(decode).collect();
-    let of = |kind: usize, owner: usize| (0..100).filter(|&c| cells[c][3] == kind && cells[c][2] == owner).collect::<Vec<_>>();
+    let of = |kind: usize, owner: usize| {
+        (0..100).filter(|&c| cells[c][3] == kind && cells[c][2] == owner).collect::<Vec<_>>()
+    };
     let (our_base, our_worker, their_base, their_worker) = (of(2, 1), of(4, 1), of(2, 2), of(4, 2));
     assert_eq!((our_base.len(), our_worker.len(), their_base.len(), their_worker.len()), (1, 1, 1, 1), "{cells:?}");
     let resources = of(1, 0);
@@ -92,9 +94,11 @@ fn every_id_runs_a_full_episode() {
 #[test]
 fn the_same_actions_give_the_same_game() {
     let play = |threads: usize| {
-        let mut envs =
-            VecEnv::new(vec![envs::make("MicrortsMining-v1").expect("MicroRTS"), envs::make("MicrortsMining-v1").expect("MicroRTS")])
-                .with_threads(threads);
+        let mut envs = VecEnv::new(vec![
+            envs::make("MicrortsMining-v1").expect("MicroRTS"),
+            envs::make("MicrortsMining-v1").expect("MicroRTS"),
+        ])
+        .with_threads(threads);
         envs.reset(Some(0));
         let mut trace = Vec::new();
         for t in 0..60 {

@@ -59,7 +59,9 @@ fn mujoco_envs_match_gymnasium_v4() {
             for (i, (&g, &w)) in obs.iter().zip(&want).enumerate() {
                 inexact += !close(g as f64, w as f64, &format!("{id} case {c} step {t}: obs[{i}]")) as usize;
             }
-            inexact += !close(step.reward, case["rewards"][t].as_f64().unwrap(), &format!("{id} case {c} step {t}: reward")) as usize;
+            inexact +=
+                !close(step.reward, case["rewards"][t].as_f64().unwrap(), &format!("{id} case {c} step {t}: reward"))
+                    as usize;
             assert_eq!(step.terminated, case["terminated"][t].as_bool().unwrap(), "{id} case {c} step {t}: terminated");
             assert_eq!(step.truncated, case["truncated"][t].as_bool().unwrap(), "{id} case {c} step {t}: truncated");
             steps += 1;

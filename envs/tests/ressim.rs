@@ -25,7 +25,9 @@ fn usizes(v: &Value) -> Vec<usize> {
 
 /// Test case 1 with the reference's first two fields.
 fn case1() -> Arc<Shared> {
-    Arc::new(Shared::new(ressim::config("ResSim-case1", &ressim::Fields::Generated { n: 2, seed: 1 }).unwrap()).unwrap())
+    Arc::new(
+        Shared::new(ressim::config("ResSim-case1", &ressim::Fields::Generated { n: 2, seed: 1 }).unwrap()).unwrap(),
+    )
 }
 
 /// Asserts max |got - want| <= tol; returns that maximum divided by tol.
@@ -44,8 +46,12 @@ fn range(x: &[f64]) -> f64 {
 fn configuration_partitions_and_coarse_fields_are_exact() {
     let config = golden("config");
     for (key, want) in config["get_partition_examples"].as_object().unwrap() {
-        let args: Vec<usize> =
-            key.trim_start_matches("get_partition(").trim_end_matches(')').split(',').map(|x| x.parse().unwrap()).collect();
+        let args: Vec<usize> = key
+            .trim_start_matches("get_partition(")
+            .trim_end_matches(')')
+            .split(',')
+            .map(|x| x.parse().unwrap())
+            .collect();
         assert_eq!(partition(args[0], args[1]), usizes(want), "{key}");
     }
     let shared = case1();
@@ -65,10 +71,15 @@ fn configuration_partitions_and_coarse_fields_are_exact() {
         for f in 0..2 {
             // exact coarsening of the reference's fine k ...
             let fine_k = floats(&fields["levels"]["4"]["k"][f]);
-            assert_eq!(level.to_fine.restrict(&fine_k, ressim::Reduce::HarmonicMean), floats(&want["k"][f]), "level {key}: k of field {f}");
+            assert_eq!(
+                level.to_fine.restrict(&fine_k, ressim::Reduce::HarmonicMean),
+                floats(&want["k"][f]),
+                "level {key}: k of field {f}"
+            );
             // ... and our own k within a few ulp: numpy's vectorized exp(-2) (AVX-512) is 1 ulp
             // below libm's, which we use
-            let worst = level.k[f].iter().zip(floats(&want["k"][f])).map(|(a, b)| ((a - b) / b).abs()).fold(0.0, f64::max);
+            let worst =
+                level.k[f].iter().zip(floats(&want["k"][f])).map(|(a, b)| ((a - b) / b).abs()).fold(0.0, f64::max);
             assert!(worst <= 1e-15, "level {key}: k of field {f} off by {worst:e} relative");
         }
         assert_eq!(level.c, cfg["c_total_rate"].as_f64().unwrap(), "level {key}: c");
@@ -99,7 +110,12 @@ fn episodes_match_the_reference_on_every_level() {
             used[0] = used[0].max(assert_close(&env.s, &want_s, 1e-7, &format!("{what}: s")));
             used[1] = used[1].max(assert_close(&env.p, &want_p, 1e-8 * range(&want_p), &format!("{what}: p")));
             used[2] = used[2].max(assert_close(&env.obs, &floats(&rec["obs"]), 1e-7, &format!("{what}: obs")));
-            used[3] = used[3].max(assert_close(&[reward], &[rec["reward"].as_f64().unwrap()], 1e-9, &format!("{what}: reward")));
+            used[3] = used[3].max(assert_close(
+                &[reward],
+                &[rec["reward"].as_f64().unwrap()],
+                1e-9,
+                &format!("{what}: reward"),
+            ));
             assert_eq!(done, rec["done"].as_bool().unwrap(), "{what}: done");
             assert_eq!(env.episode_step, rec["episode_step"].as_u64().unwrap() as u32);
         }
@@ -112,7 +128,12 @@ fn episodes_match_the_reference_on_every_level() {
         for (t, rec) in ep["field1_obs_reward_summary"]["records"].as_array().unwrap().iter().enumerate().skip(1) {
             let (reward, done) = env.step_f64(&actions[t - 1]);
             assert_close(&env.obs, &floats(&rec["obs"]), 1e-7, &format!("level {level} field 1 step {t}: obs"));
-            assert_close(&[reward], &[rec["reward"].as_f64().unwrap()], 1e-9, &format!("level {level} field 1 step {t}: reward"));
+            assert_close(
+                &[reward],
+                &[rec["reward"].as_f64().unwrap()],
+                1e-9,
+                &format!("level {level} field 1 step {t}: reward"),
+            );
             assert_eq!(done, rec["done"].as_bool().unwrap());
         }
     }
@@ -174,7 +195,8 @@ fn permeability_fields_from_a_csv_file() {
         path
     };
     let field = ressim::perm::batch_generate(61, 61, 5.5, -2.0, (0.1, 0.3), 3, 7).pop().unwrap();
-    let rows: Vec<String> = field.chunks(61).map(|r| r.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", ")).collect();
+    let rows: Vec<String> =
+        field.chunks(61).map(|r| r.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", ")).collect();
     let good = write("good.csv", &format!("# ln(permeability / mD), 61 x 61\n\n{}\n", rows.join("\n")));
     let config = ressim::config("ResSim-case1", &ressim::Fields::File(good.clone())).unwrap();
     assert_eq!(config.logk, vec![field.clone()]);
@@ -187,8 +209,12 @@ fn permeability_fields_from_a_csv_file() {
     let other = ressim::config("ResSim-case1", &ressim::Fields::Generated { n: 16, seed: 2 }).unwrap();
     assert_ne!(other.logk[0], ressim::config("ResSim-case1", &ressim::BUILT_IN).unwrap().logk[0]);
 
-    let short_row = rows.iter().enumerate().map(|(i, r)| if i == 4 { r.rsplit_once(',').unwrap().0.to_string() } else { r.clone() });
-    let not_a_number = rows.iter().enumerate().map(|(i, r)| if i == 2 { r.replacen("-2.0", "x", 1) } else { r.clone() });
+    let short_row =
+        rows.iter()
+            .enumerate()
+            .map(|(i, r)| if i == 4 { r.rsplit_once(',').unwrap().0.to_string() } else { r.clone() });
+    let not_a_number =
+        rows.iter().enumerate().map(|(i, r)| if i == 2 { r.replacen("-2.0", "x", 1) } else { r.clone() });
     let nan = rows.iter().enumerate().map(|(i, r)| if i == 0 { r.replacen("-2.0", "NaN", 1) } else { r.clone() });
     for (name, text, want) in [
         (
@@ -207,6 +233,9 @@ fn permeability_fields_from_a_csv_file() {
     }
     let missing = dir.join("missing.csv");
     let err = ressim::config("ResSim-v1", &ressim::Fields::File(missing.clone())).unwrap_err().to_string();
-    assert!(err.starts_with(&format!("permeability file {}: cannot read it (", missing.display())) && !err.contains('\n'), "{err}");
+    assert!(
+        err.starts_with(&format!("permeability file {}: cannot read it (", missing.display())) && !err.contains('\n'),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

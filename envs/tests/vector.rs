@@ -4,7 +4,11 @@
 use envs::{make, Action, Env, RecordEpisodeStatistics, VecEnv};
 
 fn cartpoles(n: usize) -> VecEnv<f32> {
-    VecEnv::new((0..n).map(|_| Box::new(RecordEpisodeStatistics::new(make("CartPole-v1").unwrap())) as Box<dyn Env<Obs = f32>>).collect())
+    VecEnv::new(
+        (0..n)
+            .map(|_| Box::new(RecordEpisodeStatistics::new(make("CartPole-v1").unwrap())) as Box<dyn Env<Obs = f32>>)
+            .collect(),
+    )
 }
 
 #[test]
@@ -49,7 +53,11 @@ fn auto_reset_returns_next_episodes_first_obs_and_records_the_episode() {
             assert_eq!(v.rewards[i], 1.0);
             if v.terminated[i] || v.truncated[i] {
                 // the returned obs is the reset of the next episode: uniform in ±0.05
-                assert!(v.obs[i * 4..(i + 1) * 4].iter().all(|x| x.abs() <= 0.05), "env {i} obs {:?}", &v.obs[i * 4..i * 4 + 4]);
+                assert!(
+                    v.obs[i * 4..(i + 1) * 4].iter().all(|x| x.abs() <= 0.05),
+                    "env {i} obs {:?}",
+                    &v.obs[i * 4..i * 4 + 4]
+                );
                 let ep = v.finished.iter().find(|e| e.env == i).expect("finished episode recorded");
                 assert_eq!((ep.r, ep.l), (*length as f64, *length));
                 *length = 0;

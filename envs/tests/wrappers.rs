@@ -3,7 +3,9 @@
 //! normalized, clipped observations and rewards, and pass the same clipped actions inward.
 //! Golden data: `scripts/gen_golden_wrappers.py`.
 
-use envs::{Action, ClipAction, Env, NormalizeObservation, NormalizeReward, Space, Step, TransformObservation, TransformReward};
+use envs::{
+    Action, ClipAction, Env, NormalizeObservation, NormalizeReward, Space, Step, TransformObservation, TransformReward,
+};
 use serde_json::Value;
 use std::collections::VecDeque;
 
@@ -36,7 +38,12 @@ impl Env for Replay {
         assert_eq!(a, f32s(&r["action"]).as_slice(), "the action after ClipAction");
         obs.copy_from_slice(&f32s(&r["obs"]));
         let flag = |k: &str| r[k].as_bool().unwrap();
-        Step { reward: r["reward"].as_f64().unwrap(), terminated: flag("terminated"), truncated: flag("truncated"), episode: None }
+        Step {
+            reward: r["reward"].as_f64().unwrap(),
+            terminated: flag("terminated"),
+            truncated: flag("truncated"),
+            episode: None,
+        }
     }
 }
 
@@ -44,7 +51,9 @@ impl Env for Replay {
 fn cleanrl_continuous_wrappers_match_gymnasium() {
     let golden: Value = serde_json::from_str(include_str!("golden/wrappers.json")).unwrap();
     let gamma = golden["gamma"].as_f64().unwrap();
-    for (case, (obs_dim, bound, steps)) in golden["cases"].as_array().unwrap().iter().zip([(3, 2.0, 400), (2, 1.0, 150)]) {
+    for (case, (obs_dim, bound, steps)) in
+        golden["cases"].as_array().unwrap().iter().zip([(3, 2.0, 400), (2, 1.0, 150)])
+    {
         replay(case, gamma, obs_dim, bound, steps);
     }
 }
@@ -75,7 +84,10 @@ fn replay(case: &Value, gamma: f64, obs_dim: usize, bound: f32, want_steps: usiz
     }
     assert_eq!(steps, want_steps, "{id}: steps replayed");
     let count = stats.lock().count;
-    assert!((count - (steps as f64 + resets + 1e-4)).abs() < 1e-9, "{id}: every observation, reset ones included, updates the statistics");
+    assert!(
+        (count - (steps as f64 + resets + 1e-4)).abs() < 1e-9,
+        "{id}: every observation, reset ones included, updates the statistics"
+    );
 }
 
 #[test]

@@ -48,13 +48,18 @@ fn read_elapsed(dir: &Path) -> Result<Vec<(f64, f64)>, String> {
     let path = dir.join("updates.csv");
     let mut reader = csv::Reader::from_path(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let header = reader.headers().map_err(|e| format!("{}: {e}", path.display()))?.clone();
-    let col = |name: &str| header.iter().position(|h| h == name).ok_or_else(|| format!("{}: no column {name}", path.display()));
-    let (step, collect, learn) = (col("global_step")?, col("timing/collection_seconds")?, col("timing/learning_seconds")?);
+    let col = |name: &str| {
+        header.iter().position(|h| h == name).ok_or_else(|| format!("{}: no column {name}", path.display()))
+    };
+    let (step, collect, learn) =
+        (col("global_step")?, col("timing/collection_seconds")?, col("timing/learning_seconds")?);
     let mut elapsed = 0.0;
     let mut out = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|e| format!("{}: {e}", path.display()))?;
-        let num = |i: usize| record.get(i).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| format!("{}: bad row", path.display()));
+        let num = |i: usize| {
+            record.get(i).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| format!("{}: bad row", path.display()))
+        };
         elapsed += num(collect)? + num(learn)?;
         out.push((num(step)?, elapsed));
     }
@@ -72,14 +77,18 @@ fn read_run(dir: &Path, window: usize, x_axis: XAxis) -> Result<Curve, String> {
     let args_path = dir.join("args.json");
     let text = std::fs::read_to_string(&args_path).map_err(|e| format!("{}: {e}", args_path.display()))?;
     let args: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", args_path.display()))?;
-    let field = |k: &str| args[k].as_str().map(String::from).ok_or_else(|| format!("{}: no '{k}'", args_path.display()));
+    let field =
+        |k: &str| args[k].as_str().map(String::from).ok_or_else(|| format!("{}: no '{k}'", args_path.display()));
     let episodes = dir.join("episodes.csv");
     let mut reader = csv::Reader::from_path(&episodes).map_err(|e| format!("{}: {e}", episodes.display()))?;
     let mut raw = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|e| format!("{}: {e}", episodes.display()))?;
         let num = |i: usize| {
-            record.get(i).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| format!("{}: bad row {record:?}", episodes.display()))
+            record
+                .get(i)
+                .and_then(|s| s.parse::<f64>().ok())
+                .ok_or_else(|| format!("{}: bad row {record:?}", episodes.display()))
         };
         raw.push((num(0)?, num(1)?));
     }
@@ -119,10 +128,15 @@ fn main() {
     let args = Args::try_parse().unwrap_or_else(|e| match e.kind() {
         clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
         // clap's first paragraph (the error and the allowed values), without its usage lines
-        _ => fail(e.to_string().split("\n\n").next().unwrap_or_default().trim_start_matches("error: ").replace("\n  ", " ")),
+        _ => fail(
+            e.to_string().split("\n\n").next().unwrap_or_default().trim_start_matches("error: ").replace("\n  ", " "),
+        ),
     });
     let font = std::fs::read(&args.font).unwrap_or_else(|e| {
-        fail(format!("cannot read font {} ({e}); install Debian's fonts-dejavu-core or pass --font", args.font.display()))
+        fail(format!(
+            "cannot read font {} ({e}); install Debian's fonts-dejavu-core or pass --font",
+            args.font.display()
+        ))
     });
     if plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(font.into_boxed_slice())).is_err() {
         fail(format!("{} is not a usable TrueType font", args.font.display()));
@@ -172,14 +186,20 @@ fn main() {
                 // mean and min-max band over seeds on a common grid, where every seed has data
                 let lo = curves.iter().map(|c| c.points[0].0).fold(f64::MIN, f64::max);
                 let hi = curves.iter().map(|c| c.points[c.points.len() - 1].0).fold(f64::MAX, f64::min);
-                let grid: Vec<f64> = (0..args.points).map(|i| lo + (hi - lo) * i as f64 / (args.points - 1).max(1) as f64).collect();
+                let grid: Vec<f64> =
+                    (0..args.points).map(|i| lo + (hi - lo) * i as f64 / (args.points - 1).max(1) as f64).collect();
                 let stats: Vec<(f64, f64, f64, f64)> = grid
                     .iter()
                     .filter_map(|&x| {
                         let ys: Vec<f64> = curves.iter().filter_map(|c| interpolate(&c.points, x)).collect();
                         (ys.len() == curves.len()).then(|| {
                             let mean = ys.iter().sum::<f64>() / ys.len() as f64;
-                            (x, mean, ys.iter().copied().fold(f64::MAX, f64::min), ys.iter().copied().fold(f64::MIN, f64::max))
+                            (
+                                x,
+                                mean,
+                                ys.iter().copied().fold(f64::MAX, f64::min),
+                                ys.iter().copied().fold(f64::MIN, f64::max),
+                            )
                         })
                     })
                     .collect();
@@ -193,7 +213,12 @@ fn main() {
                     .label(label)
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
             }
-            chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).label_font(("sans-serif", 14)).draw()?;
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 14))
+                .draw()?;
         }
         root.present()?;
         Ok(())

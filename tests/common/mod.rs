@@ -22,7 +22,8 @@ pub fn family() -> Vec<(String, String)> {
 }
 
 /// Columns that measure time, not behaviour: left out when comparing runs.
-pub const TIMING_COLUMNS: &[&str] = &["charts/SPS", "timing/collection_seconds", "timing/env_seconds", "timing/learning_seconds"];
+pub const TIMING_COLUMNS: &[&str] =
+    &["charts/SPS", "timing/collection_seconds", "timing/env_seconds", "timing/learning_seconds"];
 
 /// A finished run of a binary in a fresh working directory.
 pub struct Run {
@@ -33,8 +34,10 @@ pub struct Run {
 impl Run {
     /// The single `runs/<run-name>/` directory the binary made.
     pub fn dir(&self) -> PathBuf {
-        let runs: Vec<PathBuf> =
-            std::fs::read_dir(self.workdir.path().join("runs")).expect("runs/ exists").map(|e| e.expect("dir entry").path()).collect();
+        let runs: Vec<PathBuf> = std::fs::read_dir(self.workdir.path().join("runs"))
+            .expect("runs/ exists")
+            .map(|e| e.expect("dir entry").path())
+            .collect();
         assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
         runs.into_iter().next().unwrap()
     }
@@ -128,7 +131,13 @@ impl Table {
 /// The checks every variant's updates.csv must pass: at the first minibatch of the first epoch
 /// the policy has not changed, so the ratio is 1 and nothing is clipped; and the policy moves
 /// little per update (approx_kl below 0.02 over the first `kl_updates` updates).
-pub fn assert_ratio_one_and_small_kl(updates: &Table, ratio_column: &str, clipfrac_column: &str, kl_column: &str, kl_updates: usize) {
+pub fn assert_ratio_one_and_small_kl(
+    updates: &Table,
+    ratio_column: &str,
+    clipfrac_column: &str,
+    kl_column: &str,
+    kl_updates: usize,
+) {
     assert!(!updates.rows.is_empty(), "no updates logged");
     for (i, (dev, clip)) in updates.col(ratio_column).iter().zip(updates.col(clipfrac_column)).enumerate() {
         assert!(*dev <= 1e-5, "update {}: max |ratio - 1| at epoch 0 / minibatch 0 is {dev}", i + 1);
@@ -221,7 +230,8 @@ pub fn assert_tensorboard_matches_csvs(run: &Run) {
     assert!(tags.len() > 10 && !steps.is_empty(), "{tags:?}");
     for tag in tags {
         for (step, value) in steps.iter().zip(updates.col(tag)) {
-            let found: Vec<f64> = scalars.iter().filter(|(t, s, _)| t == tag && *s == *step as i64).map(|(_, _, v)| *v).collect();
+            let found: Vec<f64> =
+                scalars.iter().filter(|(t, s, _)| t == tag && *s == *step as i64).map(|(_, _, v)| *v).collect();
             assert!(found.len() == 1 && same(found[0], value), "{tag} at {step}: csv {value}, events {found:?}");
         }
     }

@@ -72,8 +72,9 @@ pub fn config(id: &str, fields: &Fields) -> Result<Config, EnvError> {
     let fine = Grid { nx: n, ny: n, lx: 1200.0 * 0.3048, ly: 1200.0 * 0.3048 };
     let (phi, dt, nstep, terminal_step) = (0.2, 5.0, 5, 5);
     let ooip = fine.lx * fine.ly * phi;
-    let q_total = ooip / (nstep as f64 * terminal_step as f64 * dt) * 0.7; // in this order, to the last bit
-                                                                           // case 1 divides by round(nx / 2) (Python rounds 30.5 to 30) although it has 31 wells
+    // in this order, to the last bit
+    let q_total = ooip / (nstep as f64 * terminal_step as f64 * dt) * 0.7;
+    // case 1 divides by round(nx / 2) (Python rounds 30.5 to 30) although it has 31 wells
     let per_well = if id == "ResSim-case1" { q_total / (n as f64 / 2.0).round_ties_even() } else { q_total / 32.0 };
     let mut q_fine = vec![0.0; n * n];
     for r in (wells_from..n).step_by(wells_step) {
@@ -92,7 +93,9 @@ pub fn config(id: &str, fields: &Fields) -> Result<Config, EnvError> {
         terminal_step,
         q_fine,
         logk: match fields {
-            &Fields::Generated { n: n_fields, seed } => perm::batch_generate(n, n, 5.5, -2.0, (0.1, 0.3), n_fields, seed),
+            &Fields::Generated { n: n_fields, seed } => {
+                perm::batch_generate(n, n, 5.5, -2.0, (0.1, 0.3), n_fields, seed)
+            }
             Fields::File(path) => vec![perm::read_logk_csv(path, n, n)?],
         },
     })
@@ -137,13 +140,17 @@ impl Shared {
         let fine = config.fine;
         let injectors: Vec<usize> = (0..fine.cells()).filter(|&i| config.q_fine[i] > TOL).collect();
         let producers: Vec<usize> = (0..fine.cells()).filter(|&i| config.q_fine[i] < -TOL).collect();
-        let k_fine: Vec<Vec<f64>> = config.logk.iter().map(|f| f.iter().map(|&l| MD_TO_M2 * l.exp()).collect()).collect();
+        let k_fine: Vec<Vec<f64>> =
+            config.logk.iter().map(|f| f.iter().map(|&l| MD_TO_M2 * l.exp()).collect()).collect();
         let phi_fine = vec![config.phi; fine.cells()];
         let mut levels = Vec::new();
         for &(nx, ny) in &config.levels {
             let grid = Grid { nx, ny, lx: fine.lx, ly: fine.ly };
             if nx > fine.nx || ny > fine.ny {
-                return Err(EnvError(format!("{}: level {nx}x{ny} is finer than the {}x{} grid", config.id, fine.nx, fine.ny)));
+                return Err(EnvError(format!(
+                    "{}: level {nx}x{ny} is finer than the {}x{} grid",
+                    config.id, fine.nx, fine.ny
+                )));
             }
             let to_fine = Partition::between(&fine, &grid);
             let phi = to_fine.restrict(&phi_fine, Reduce::Mean);
@@ -176,7 +183,11 @@ impl Shared {
     pub fn level_index(&self, nx: usize) -> Result<usize, EnvError> {
         self.levels.iter().position(|l| l.grid.nx == nx).ok_or_else(|| {
             let known: Vec<String> = self.levels.iter().map(|l| l.grid.nx.to_string()).collect();
-            EnvError(format!("{} has no level with a {nx}x{nx} grid; its levels are {}", self.config.id, known.join(", ")))
+            EnvError(format!(
+                "{} has no level with a {nx}x{nx} grid; its levels are {}",
+                self.config.id,
+                known.join(", ")
+            ))
         })
     }
 
@@ -314,7 +325,8 @@ impl ResSim {
         let mut oil = 0.0;
         for _ in 0..cfg.nstep {
             self.sat.substep(&mut self.s, &mut self.s0, &self.q);
-            let produced: f64 = self.q.iter().zip(&self.s).filter(|(&q, _)| q < 0.0).map(|(&q, &s)| q * (1.0 - s)).sum();
+            let produced: f64 =
+                self.q.iter().zip(&self.s).filter(|(&q, _)| q < 0.0).map(|(&q, &s)| q * (1.0 - s)).sum();
             oil += -produced * cfg.dt;
         }
         self.episode_step += 1;
@@ -327,7 +339,8 @@ impl ResSim {
     /// whole field (+1 everywhere when the field is flat, as at reset).
     fn update_obs(&mut self) {
         let l = &self.shared.levels[self.level];
-        let (pmin, pmax) = self.p.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &p| (lo.min(p), hi.max(p)));
+        let (pmin, pmax) =
+            self.p.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &p| (lo.min(p), hi.max(p)));
         let slope = (1.0 - (-1.0)) / (pmax - pmin);
         let scaled = |p: f64| if p == pmax { 1.0 } else { slope * (p - pmin) + (-1.0) };
         let n_prod = l.prod_cells.len();

@@ -72,7 +72,15 @@ pub fn channel_field(nx: usize, ny: usize, channel: f64, base: f64, width: f64, 
 }
 
 /// `batch_generate(nx, ny, channel_k, base_k, channel_width_range, sample_size, seed)`.
-pub fn batch_generate(nx: usize, ny: usize, channel: f64, base: f64, width_range: (f64, f64), n: usize, seed: u32) -> Vec<Vec<f64>> {
+pub fn batch_generate(
+    nx: usize,
+    ny: usize,
+    channel: f64,
+    base: f64,
+    width_range: (f64, f64),
+    n: usize,
+    seed: u32,
+) -> Vec<Vec<f64>> {
     let mut rng = Mt19937::new(seed);
     (0..n)
         .map(|_| {

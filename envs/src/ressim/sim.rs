@@ -78,7 +78,10 @@ impl Pressure {
 
     /// p = A⁻¹ q; `q` must vanish outside the support (checked in debug builds).
     pub fn solve(&self, q: &[f64], p: &mut [f64]) {
-        debug_assert!(q.iter().enumerate().all(|(i, &v)| v == 0.0 || self.support.contains(&i)), "rate outside the well cells");
+        debug_assert!(
+            q.iter().enumerate().all(|(i, &v)| v == 0.0 || self.support.contains(&i)),
+            "rate outside the well cells"
+        );
         p.fill(0.0);
         for (c, &cell) in self.support.iter().enumerate() {
             let rate = q[cell];
