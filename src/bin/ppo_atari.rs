@@ -21,7 +21,8 @@ use tch::{Device, Kind, Tensor};
 
 /// Each numeric flag's range is checked by its value parser (see the plumbing).
 #[derive(Parser, Debug, serde::Serialize)]
-#[command(about = "PPO on Atari (BreakoutNoFrameskip-v4), after CleanRL's ppo_atari.py", allow_negative_numbers = true)]
+#[command(allow_negative_numbers = true)]
+#[command(about = "PPO on Atari (BreakoutNoFrameskip-v4), after CleanRL's ppo_atari.py")]
 struct Args {
     /// the name of this experiment (part of the run directory's name)
     #[arg(long, default_value = env!("CARGO_BIN_NAME"), value_parser = plain_name)]
@@ -299,7 +300,8 @@ fn main() {
             values.get(step as i64).copy_(&value.flatten(0, -1));
             actions.get(step as i64).copy_(&action);
             logprobs.get(step as i64).copy_(&logprob);
-            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs); // the step's one copy down
+            // the step's one copy down: the actions, for the envs
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
 
             // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
             // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
@@ -339,7 +341,8 @@ fn main() {
         let returns: Vec<f32> = advantages.iter().zip(&b_values_host).map(|(a, v)| a + v).collect();
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
-        let (b_obs, b_logprobs, b_actions) = (obs.view([-1, obs_dim]), logprobs.view([-1]), actions.view([-1]));
+        let (b_obs, b_logprobs) = (obs.view([-1, obs_dim]), logprobs.view([-1]));
+        let b_actions = actions.view([-1]);
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
         let (b_returns, b_values) = (Tensor::from_slice(&returns).to_device(device), values.view([-1]));
 

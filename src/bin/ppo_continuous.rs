@@ -20,10 +20,8 @@ use tch::{Device, Kind, Tensor};
 
 /// Each numeric flag's range is checked by its value parser (see the plumbing).
 #[derive(Parser, Debug, serde::Serialize)]
-#[command(
-    about = "PPO for continuous actions (HalfCheetah-v4), after CleanRL's ppo_continuous_action.py",
-    allow_negative_numbers = true
-)]
+#[command(allow_negative_numbers = true)]
+#[command(about = "PPO for continuous actions (HalfCheetah-v4), after CleanRL's ppo_continuous_action.py")]
 struct Args {
     /// the name of this experiment (part of the run directory's name)
     #[arg(long, default_value = env!("CARGO_BIN_NAME"), value_parser = plain_name)]
@@ -221,14 +219,14 @@ fn main() {
     let args = parse_args();
     // bad input: one line naming the problem, exit code 2, nothing written
     check_args(&args).unwrap_or_else(|e| fail(2, e));
-    let env_fns: Result<Vec<_>, _> = (0..args.num_envs).map(|_| make_env(&args.env_id, args.gamma, None)).collect();
-    let (env_fns, obs_stats): (Vec<_>, Vec<_>) = env_fns.unwrap_or_else(|e| fail(2, e)).into_iter().unzip();
     let (num_envs, num_steps) = (args.num_envs, args.num_steps);
     let batch_size = num_envs * num_steps;
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
     let unix_time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let run_name = format!("{}__{}__{}__{unix_time}", args.env_id, args.exp_name, args.seed);
+    let env_fns: Result<Vec<_>, _> = (0..args.num_envs).map(|_| make_env(&args.env_id, args.gamma, None)).collect();
+    let (env_fns, obs_stats): (Vec<_>, Vec<_>) = env_fns.unwrap_or_else(|e| fail(2, e)).into_iter().unzip();
 
     // seeding
     tch::manual_seed(args.seed as i64);
@@ -284,7 +282,7 @@ fn main() {
             values.get(step as i64).copy_(&value.flatten(0, -1));
             actions.get(step as i64).copy_(&action);
             logprobs.get(step as i64).copy_(&logprob);
-            // the step's one copy down
+            // the step's one copy down: the actions, for the envs
             action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * n_actions as usize);
 
             // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
@@ -339,8 +337,8 @@ fn main() {
         let returns: Vec<f32> = advantages.iter().zip(&b_values_host).map(|(a, v)| a + v).collect();
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
-        let (b_obs, b_logprobs, b_actions) =
-            (obs.view([-1, obs_dim]), logprobs.view([-1]), actions.view([-1, n_actions]));
+        let (b_obs, b_logprobs) = (obs.view([-1, obs_dim]), logprobs.view([-1]));
+        let b_actions = actions.view([-1, n_actions]);
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
         let (b_returns, b_values) = (Tensor::from_slice(&returns).to_device(device), values.view([-1]));
 

@@ -8,6 +8,9 @@
 //! Writes `runs/<env-id>__<exp-name>__<seed>__<unix-time>/`: args.json, episodes.csv and
 //! updates.csv (CleanRL's metric names, plus debug columns), TensorBoard events, and with
 //! `--save-model` the weights and eval.csv.
+//!
+//! Read from here to the plumbing banner: below it, code identical in every binary (the
+//! optimizer, the run log, argument parsing), no PPO.
 
 use clap::Parser;
 use envs::atari::*; // the Atari env and its wrappers
@@ -18,10 +21,8 @@ use tch::{Device, Kind, Tensor};
 
 /// Each numeric flag's range is checked by its value parser (see the plumbing).
 #[derive(Parser, Debug, serde::Serialize)]
-#[command(
-    about = "PPO with an LSTM (BreakoutNoFrameskip-v4), after CleanRL's ppo_atari_lstm.py",
-    allow_negative_numbers = true
-)]
+#[command(allow_negative_numbers = true)]
+#[command(about = "PPO with an LSTM (BreakoutNoFrameskip-v4), after CleanRL's ppo_atari_lstm.py")]
 struct Args {
     /// the name of this experiment (part of the run directory's name)
     #[arg(long, default_value = env!("CARGO_BIN_NAME"), value_parser = plain_name)]
@@ -111,15 +112,11 @@ fn check_args(a: &Args) -> Result<(), String> {
     envs::check_id(env!("CARGO_BIN_NAME"), &a.env_id)?;
     let batch_size = a.num_envs * a.num_steps;
     if !a.num_envs.is_multiple_of(a.num_minibatches) {
-        Err(format!(
-            "--num-envs ({}) must be divisible by --num-minibatches ({}): minibatches are whole envs",
-            a.num_envs, a.num_minibatches
-        ))
+        let (envs, n) = (a.num_envs, a.num_minibatches);
+        Err(format!("--num-envs ({envs}) must be divisible by --num-minibatches ({n}): minibatches are whole envs"))
     } else if a.total_timesteps < batch_size as u64 {
-        Err(format!(
-            "--total-timesteps ({}) is below one batch (--num-envs x --num-steps = {batch_size})",
-            a.total_timesteps
-        ))
+        let total = a.total_timesteps;
+        Err(format!("--total-timesteps ({total}) is below one batch (--num-envs x --num-steps = {batch_size})"))
     } else if a.norm_adv && batch_size / a.num_minibatches < 2 {
         Err("--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); lower --num-minibatches".into())
     } else {
@@ -150,18 +147,14 @@ fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<d
 
 /// Core 2: orthogonal weight init with the given gain, zero biases.
 fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
-    let config = nn::LinearConfig {
-        ws_init: nn::Init::Orthogonal { gain: std },
-        bs_init: Some(nn::Init::Const(0.0)),
-        bias: true,
-    };
-    nn::linear(p, in_dim, out_dim, config)
+    let init = nn::Init::Orthogonal { gain: std };
+    nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
 }
 
 /// Core 2 for convolutions: orthogonal (out, in*k*k) kernels as torch makes them, zero biases.
 fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Conv2D {
-    let mut conv =
-        nn::conv2d(p, c_in, c_out, k, nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() });
+    let config = nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() };
+    let mut conv = nn::conv2d(p, c_in, c_out, k, config);
     let q = nn::init(nn::Init::Orthogonal { gain: 2f64.sqrt() }, &[c_out, c_in * k * k], conv.ws.device());
     tch::no_grad(|| conv.ws.copy_(&q.view_as(&conv.ws)));
     conv
@@ -218,7 +211,8 @@ impl Agent {
         let steps = hidden.size()[0];
         let (mut new_hidden, mut t) = (Vec::new(), 0);
         while t < steps {
-            // one libtorch call for each run of steps in which no episode ends
+            // one libtorch call for each run of steps in which no episode ends (CleanRL calls the LSTM
+            // once per step; the result is the same)
             let run = (t + 1..steps).find(|&u| ended[u as usize]).unwrap_or(steps) - t;
             // LSTM 3: the state is reset where an episode ended, before the step that begins the next
             let keep = (1f64 - done.get(t)).view([1, batch, 1]);
@@ -275,19 +269,38 @@ fn sample(probs: &Tensor) -> Tensor {
     probs.cumsum(-1, Kind::Float).lt_tensor(&u).sum_dim_intlist(-1, false, Kind::Int64).clamp_max(last)
 }
 
+/// Core 12: at epoch 0, minibatch 0 the policy has not moved yet, so the ratio must be exactly 1
+/// and nothing clipped; logged every update and checked by the tests.
+struct FirstMinibatch {
+    max_ratio_dev: Tensor,
+    clipfrac: Tensor,
+}
+
+/// The last minibatch's losses and statistics: CleanRL logs those of the last one.
+struct LastMinibatch {
+    pg_loss: Tensor,
+    v_loss: Tensor,
+    entropy_loss: Tensor,
+    old_approx_kl: Tensor,
+    approx_kl: Tensor,
+    grad_norm: Tensor,
+    loss: Tensor,
+}
+
 fn main() {
     let args = parse_args();
-    let start_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let run_name = format!("{}__{}__{}__{}", args.env_id, args.exp_name, args.seed, start_unix);
-    // Bad input: one line naming the problem, exit code 2, nothing written.
-    let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
-    let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| i == 0)).map_err(|e| e.to_string());
-    let env_fns = check_args(&args).and_then(|()| (0..args.num_envs).map(make).collect::<Result<Vec<_>, _>>());
-    let env_fns: Vec<Box<dyn Env<Obs = f32>>> = env_fns.unwrap_or_else(|e| fail(2, e));
+    // bad input: one line naming the problem, exit code 2, nothing written
+    check_args(&args).unwrap_or_else(|e| fail(2, e));
     let (num_envs, num_steps) = (args.num_envs, args.num_steps);
     let batch_size = num_envs * num_steps;
     let envsperbatch = num_envs / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
+    let unix_time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let run_name = format!("{}__{}__{}__{unix_time}", args.env_id, args.exp_name, args.seed);
+    let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
+    let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| i == 0));
+    let env_fns: Result<Vec<_>, _> = (0..args.num_envs).map(make).collect();
+    let env_fns = env_fns.unwrap_or_else(|e| fail(2, e));
 
     // seeding
     tch::manual_seed(args.seed as i64);
@@ -302,13 +315,9 @@ fn main() {
         (Space::Box { shape, .. }, Space::Discrete(n)) if shape == [1, 84, 84] || shape.len() == 1 => {
             (shape.iter().product::<usize>() as i64, n as i64)
         }
-        (o, a) => fail(
-            2,
-            format!(
-                "{} has {o} observations and {a} actions; ppo_lstm needs 1x84x84 or 1-D, and Discrete",
-                args.env_id
-            ),
-        ),
+        (o, a) => {
+            fail(2, format!("{}: {o} observations, {a} actions; ppo_lstm needs 1x84x84 or 1-D, Discrete", args.env_id))
+        }
     };
     let vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
@@ -318,12 +327,15 @@ fn main() {
     lstm_weights_first(&vs);
     // Core 3: Adam with epsilon 1e-5
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-
     let mut log = RunLog::create(&run_name, &args, &device_name, (num_iterations * batch_size) as u64);
 
-    // storage: the tensors of each step stay on the device and are joined after the rollout;
-    // rewards and dones are used on the host (env, GAE), one row per step; the values come down
-    // to the host once per rollout, for GAE
+    // storage: obs, actions, logprobs and values on the device; rewards and dones on the host,
+    // where the envs write them and GAE reads them
+    let (steps, n) = (num_steps as i64, num_envs as i64);
+    let obs = Tensor::zeros([steps, n, obs_dim], (Kind::Float, device));
+    let actions = Tensor::zeros([steps, n], (Kind::Int64, device));
+    let logprobs = Tensor::zeros([steps, n], (Kind::Float, device));
+    let values = Tensor::zeros([steps, n], (Kind::Float, device));
     let mut rewards = vec![vec![0f32; num_envs]; num_steps];
     let mut dones = vec![vec![0f32; num_envs]; num_steps];
 
@@ -337,31 +349,31 @@ fn main() {
     let mut next_lstm_state = agent.lstm.zero_state(num_envs as i64);
 
     for iteration in 1..=num_iterations {
-        let mut env_seconds = 0.0;
         // Core 4: learning-rate annealing, linearly to 0
         let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / num_iterations as f64 } else { 1.0 };
         let lr = frac * args.learning_rate;
 
         // LSTM 5: the state before the rollout, from which the update replays the sequences
         let initial_lstm_state = LSTMState((next_lstm_state.h(), next_lstm_state.c()));
-        let (mut obs, mut actions, mut logprobs, mut values) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for step in 0..num_steps {
             global_step += num_envs as u64;
-            let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
+            let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
+            obs.get(step as i64).copy_(&next_obs);
             dones[step].copy_from_slice(&next_done);
             let next_done_t = Tensor::from_slice(&next_done).to_device(device);
+
             let (action, logprob, _, value, lstm_state) =
                 tch::no_grad(|| agent.get_action_and_value(&next_obs, &next_lstm_state, &next_done_t, &[false], None));
             next_lstm_state = lstm_state;
+            values.get(step as i64).copy_(&value.flatten(0, -1));
+            actions.get(step as i64).copy_(&action);
+            logprobs.get(step as i64).copy_(&logprob);
+            // the step's one copy down: the actions, for the envs
             action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
-            obs.push(next_obs);
-            actions.push(action);
-            logprobs.push(logprob);
-            values.push(value.view([-1]));
 
-            let env_start = Instant::now();
+            // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
+            // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
             envs.step(Action::Discrete(&action_buf));
-            env_seconds += env_start.elapsed().as_secs_f64();
             rewards[step].copy_from_slice(&envs.rewards);
             // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
             for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
@@ -372,15 +384,13 @@ fn main() {
             }
         }
 
-        // bootstrap value if not done
-        let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
+        // bootstrap value if not done; the values come down to the host once per rollout, for GAE
+        let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
         let next_done_t = Tensor::from_slice(&next_done).to_device(device);
-        let next_value_t = tch::no_grad(|| agent.get_value(&next_obs, &next_lstm_state, &next_done_t, &[false]));
-        let next_value = to_host(&next_value_t);
-        // the rollout's values come down in one copy, for GAE on the host
-        let b_values_t = Tensor::cat(&values, 0);
-        let b_values = to_host(&b_values_t);
-        let values: Vec<&[f32]> = b_values.chunks(num_envs).collect();
+        let next_value =
+            to_host(&tch::no_grad(|| agent.get_value(&next_obs, &next_lstm_state, &next_done_t, &[false])));
+        let b_values_host = to_host(&values); // row step * num_envs + env
+        let values_host: Vec<&[f32]> = b_values_host.chunks(num_envs).collect();
         // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
         let mut advantages = vec![vec![0f32; num_envs]; num_steps];
@@ -390,63 +400,59 @@ fn main() {
                 let (nextnonterminal, nextvalues) = if t == num_steps - 1 {
                     (1.0 - next_done[e], next_value[e])
                 } else {
-                    (1.0 - dones[t + 1][e], values[t + 1][e])
+                    (1.0 - dones[t + 1][e], values_host[t + 1][e])
                 };
-                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values[t][e];
+                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t][e];
                 lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
                 advantages[t][e] = lastgaelam[e];
             }
         }
+        let advantages = advantages.concat();
+        let returns: Vec<f32> = advantages.iter().zip(&b_values_host).map(|(a, v)| a + v).collect();
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
-        let (b_obs, b_actions, b_logprobs) =
-            (Tensor::cat(&obs, 0), Tensor::cat(&actions, 0), Tensor::cat(&logprobs, 0));
-        let (b_advantages, b_dones) = (advantages.concat(), Tensor::from_slice(&dones.concat()).to_device(device));
-        let b_returns: Vec<f32> = b_advantages.iter().zip(&b_values).map(|(a, v)| a + v).collect();
-        let to_device = |x: &[f32]| Tensor::from_slice(x).to_device(device);
-        let (b_advantages_t, b_returns_t) = (to_device(&b_advantages), to_device(&b_returns));
+        let (b_obs, b_logprobs) = (obs.view([-1, obs_dim]), logprobs.view([-1]));
+        let b_actions = actions.view([-1]);
+        let b_advantages = Tensor::from_slice(&advantages).to_device(device);
+        let (b_returns, b_values) = (Tensor::from_slice(&returns).to_device(device), values.view([-1]));
+        let b_dones = Tensor::from_slice(&dones.concat()).to_device(device);
 
         // Optimizing the policy and value network
-        let learn_start = Instant::now();
-        let (mut first_minibatch, mut last) = (None, None);
+        let learning_start = Instant::now();
+        let (mut first, mut last) = (None, None);
         let mut ratios = Vec::new();
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch
-            // LSTM 4: a minibatch is whole envs' sequences, in time order (rows step * envs + env)
-            // (drawn on the host, as CleanRL's np.random.shuffle: the minibatches' dones are read there)
+            // LSTM 4: a minibatch is whole envs' sequences, in time order (rows step * envs + env);
+            // the envs are drawn on the host, as CleanRL's np.random.shuffle: their dones are read there
             let envinds = Tensor::randperm(num_envs as i64, (Kind::Int64, Device::Cpu));
             let mut envinds_host = vec![0i64; num_envs];
             envinds.copy_data(&mut envinds_host, num_envs);
             let envinds = envinds.to_device(device);
-            let flatinds =
-                Tensor::arange(batch_size as i64, (Kind::Int64, device)).view([num_steps as i64, num_envs as i64]);
+            let flatinds = Tensor::arange(batch_size as i64, (Kind::Int64, device)).view([steps, n]);
             for start in (0..num_envs).step_by(envsperbatch) {
                 let mbenvinds = envinds.narrow(0, start as i64, envsperbatch as i64);
                 let mb_inds = flatinds.index_select(1, &mbenvinds).flatten(0, -1);
-                let (mb_obs, mb_actions) = (b_obs.index_select(0, &mb_inds), b_actions.index_select(0, &mb_inds));
+                let mb = |t: &Tensor| t.index_select(0, &mb_inds);
                 // LSTM 5: the states are rebuilt from the state saved before the rollout
-                let (h, c) = (
-                    initial_lstm_state.h().index_select(1, &mbenvinds),
-                    initial_lstm_state.c().index_select(1, &mbenvinds),
-                );
-                let mb_dones = b_dones.index_select(0, &mb_inds);
+                let (h, c) = (initial_lstm_state.h(), initial_lstm_state.c());
+                let mb_state = LSTMState((h.index_select(1, &mbenvinds), c.index_select(1, &mbenvinds)));
                 let mb_envs = &envinds_host[start..start + envsperbatch];
                 let ended: Vec<bool> = dones.iter().map(|row| mb_envs.iter().any(|&e| row[e as usize] > 0.0)).collect();
                 let (_, newlogprob, entropy, newvalue, _) =
-                    agent.get_action_and_value(&mb_obs, &LSTMState((h, c)), &mb_dones, &ended, Some(&mb_actions));
-                let logratio = &newlogprob - b_logprobs.index_select(0, &mb_inds);
+                    agent.get_action_and_value(&mb(&b_obs), &mb_state, &mb(&b_dones), &ended, Some(&mb(&b_actions)));
+                let logratio = &newlogprob - mb(&b_logprobs);
                 let ratio = logratio.exp();
 
                 // Core 12: debug variables (the clip fraction from all ratios after the update; the
                 // KL estimates below, of each epoch's last minibatch: the ones logged and checked)
                 ratios.push(ratio.detach());
                 if epoch == 0 && start == 0 {
-                    // the policy has not moved yet: the ratio must be exactly 1 here
-                    first_minibatch =
-                        Some(tch::no_grad(|| ((&ratio - 1.0).abs().max(), clipfrac(&ratios, args.clip_coef))));
+                    let max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
+                    first = Some(FirstMinibatch { max_ratio_dev, clipfrac: clipfrac(&ratios, args.clip_coef) });
                 }
 
-                let mut mb_advantages = b_advantages_t.index_select(0, &mb_inds);
+                let mut mb_advantages = mb(&b_advantages);
                 if args.norm_adv {
                     // Core 7: per-minibatch advantage normalization
                     mb_advantages =
@@ -459,10 +465,10 @@ fn main() {
                 let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
 
                 let newvalue = newvalue.view([-1]);
-                let mb_returns = &b_returns_t.index_select(0, &mb_inds);
+                let mb_returns = &mb(&b_returns);
                 let v_loss = if args.clip_vloss {
                     // Core 9: value-function loss clipping
-                    let mb_values = &b_values_t.index_select(0, &mb_inds);
+                    let mb_values = &mb(&b_values);
                     let v_loss_unclipped = (&newvalue - mb_returns).square();
                     let v_clipped = mb_values + (&newvalue - mb_values).clamp(-args.clip_coef, args.clip_coef);
                     let v_loss_clipped = (v_clipped - mb_returns).square();
@@ -481,9 +487,8 @@ fn main() {
                 let grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
                 optimizer.step(lr);
                 if start + envsperbatch == num_envs {
-                    let (old_approx_kl, approx_kl) = tch::no_grad(|| {
-                        ((-&logratio).mean(Kind::Float), ((&ratio - 1.0) - &logratio).mean(Kind::Float))
-                    });
+                    let old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
+                    let approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
                     last = Some(LastMinibatch {
                         pg_loss,
                         v_loss,
@@ -502,34 +507,32 @@ fn main() {
                 }
             }
         }
-        let last = last.expect("at least one minibatch");
-        let (first_mb_ratio_dev, first_mb_clipfrac) = first_minibatch.expect("epoch 0 has a first minibatch");
+        let (first, last) = (first.expect("epoch 0 has a first minibatch"), last.expect("at least one minibatch"));
 
         // Core 12: CleanRL's metrics by its names, then our debug and timing columns
+        let (v_loss, pg_loss, entropy) =
+            (last.v_loss.double_value(&[]), last.pg_loss.double_value(&[]), last.entropy_loss.double_value(&[]));
         let sps = (global_step as f64 / start_time.elapsed().as_secs_f64()).floor();
         let row = [
             ("iteration", iteration as f64),
             ("global_step", global_step as f64),
             ("charts/learning_rate", lr),
-            ("losses/value_loss", last.v_loss.double_value(&[])),
-            ("losses/policy_loss", last.pg_loss.double_value(&[])),
-            ("losses/entropy", last.entropy_loss.double_value(&[])),
+            ("losses/value_loss", v_loss),
+            ("losses/policy_loss", pg_loss),
+            ("losses/entropy", entropy),
             ("losses/old_approx_kl", last.old_approx_kl.double_value(&[])),
             ("losses/approx_kl", last.approx_kl.double_value(&[])),
             ("losses/clipfrac", clipfrac(&ratios, args.clip_coef).double_value(&[])),
-            ("losses/explained_variance", explained_variance(&b_values, &b_returns)),
+            ("losses/explained_variance", explained_variance(&b_values_host, &returns)),
             ("charts/SPS", sps),
-            ("debug/first_mb_max_ratio_dev", first_mb_ratio_dev.double_value(&[])),
-            ("debug/first_mb_clipfrac", first_mb_clipfrac.double_value(&[])),
+            ("debug/first_mb_max_ratio_dev", first.max_ratio_dev.double_value(&[])),
+            ("debug/first_mb_clipfrac", first.clipfrac.double_value(&[])),
             ("debug/unclipped_grad_norm", last.grad_norm.double_value(&[])),
         ];
-        log.update(&row, num_iterations, env_seconds, learn_start);
+        log.update(&row, num_iterations, envs.take_step_seconds(), learning_start);
         if !last.loss.double_value(&[]).is_finite() {
-            let (pg, v, ent) =
-                (last.pg_loss.double_value(&[]), last.v_loss.double_value(&[]), last.entropy_loss.double_value(&[]));
-            log.fail(format!(
-                "the loss became non-finite at update {iteration} (policy loss {pg}, value loss {v}, entropy {ent})"
-            ));
+            let losses = format!("policy loss {pg_loss}, value loss {v_loss}, entropy {entropy}");
+            log.fail(format!("the loss became non-finite at update {iteration} ({losses})"));
         }
     }
 
@@ -538,17 +541,6 @@ fn main() {
         let returns = evaluate(&model_path, &args, obs_dim, n_actions, device, 10).unwrap_or_else(|e| fail(1, e));
         log.eval(&returns);
     }
-}
-
-/// The last minibatch's losses and statistics: CleanRL logs those of the last one.
-struct LastMinibatch {
-    pg_loss: Tensor,
-    v_loss: Tensor,
-    entropy_loss: Tensor,
-    old_approx_kl: Tensor,
-    approx_kl: Tensor,
-    grad_norm: Tensor,
-    loss: Tensor,
 }
 
 /// The fraction of the update's ratios that the surrogate clipped, |ratio - 1| > clip_coef (the

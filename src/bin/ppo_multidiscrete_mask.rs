@@ -10,6 +10,9 @@
 //! Writes `runs/<env-id>__<exp-name>__<seed>__<unix-time>/`: args.json, episodes.csv and
 //! updates.csv (CleanRL's metric names, plus debug columns), TensorBoard events, and with
 //! `--save-model` the weights and eval.csv.
+//!
+//! Read from here to the plumbing banner: below it, code identical in every binary (the
+//! optimizer, the run log, argument parsing), no PPO.
 
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
@@ -19,10 +22,8 @@ use tch::{Device, Kind, Tensor};
 
 /// Each numeric flag's range is checked by its value parser (see the plumbing).
 #[derive(Parser, Debug, serde::Serialize)]
-#[command(
-    about = "PPO with invalid action masking (GridHarvest-v0), after the blog's ppo_multidiscrete_mask.py",
-    allow_negative_numbers = true
-)]
+#[command(allow_negative_numbers = true)]
+#[command(about = "PPO with invalid action masking (MicrortsMining-v1), after the blog's ppo_multidiscrete_mask.py")]
 struct Args {
     /// the name of this experiment (part of the run directory's name)
     #[arg(long, default_value = env!("CARGO_BIN_NAME"), value_parser = plain_name)]
@@ -111,15 +112,11 @@ fn check_args(a: &Args) -> Result<(), String> {
     envs::check_id(env!("CARGO_BIN_NAME"), &a.env_id)?;
     let batch_size = a.num_envs * a.num_steps;
     if !batch_size.is_multiple_of(a.num_minibatches) {
-        Err(format!(
-            "--num-envs x --num-steps ({batch_size}) must be divisible by --num-minibatches ({})",
-            a.num_minibatches
-        ))
+        let n = a.num_minibatches;
+        Err(format!("--num-envs x --num-steps ({batch_size}) must be divisible by --num-minibatches ({n})"))
     } else if a.total_timesteps < batch_size as u64 {
-        Err(format!(
-            "--total-timesteps ({}) is below one batch (--num-envs x --num-steps = {batch_size})",
-            a.total_timesteps
-        ))
+        let total = a.total_timesteps;
+        Err(format!("--total-timesteps ({total}) is below one batch (--num-envs x --num-steps = {batch_size})"))
     } else if a.norm_adv && batch_size / a.num_minibatches < 2 {
         Err("--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); lower --num-minibatches".into())
     } else {
@@ -134,18 +131,14 @@ fn make_env(env_id: &str) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
 
 /// Core 2: orthogonal weight init with the given gain, zero biases.
 fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
-    let config = nn::LinearConfig {
-        ws_init: nn::Init::Orthogonal { gain: std },
-        bs_init: Some(nn::Init::Const(0.0)),
-        bias: true,
-    };
-    nn::linear(p, in_dim, out_dim, config)
+    let init = nn::Init::Orthogonal { gain: std };
+    nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
 }
 
 /// Core 2 for convolutions: orthogonal (out, in*k*k) kernels as torch makes them, zero biases.
 fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Conv2D {
-    let mut conv =
-        nn::conv2d(p, c_in, c_out, k, nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() });
+    let config = nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() };
+    let mut conv = nn::conv2d(p, c_in, c_out, k, config);
     let q = nn::init(nn::Init::Orthogonal { gain: 2f64.sqrt() }, &[c_out, c_in * k * k], conv.ws.device());
     tch::no_grad(|| conv.ws.copy_(&q.view_as(&conv.ws)));
     conv
@@ -246,18 +239,36 @@ fn sample(probs: &Tensor) -> Tensor {
     cdf.lt_tensor(&u).sum_dim_intlist(-1, false, Kind::Int64)
 }
 
+/// Core 12: at epoch 0, minibatch 0 the policy has not moved yet, so the ratio must be exactly 1
+/// and nothing clipped; logged every update and checked by the tests.
+struct FirstMinibatch {
+    max_ratio_dev: Tensor,
+    clipfrac: Tensor,
+}
+
+/// The last minibatch's losses and statistics: CleanRL logs those of the last one.
+struct LastMinibatch {
+    pg_loss: Tensor,
+    v_loss: Tensor,
+    entropy_loss: Tensor,
+    old_approx_kl: Tensor,
+    approx_kl: Tensor,
+    grad_norm: Tensor,
+    loss: Tensor,
+}
+
 fn main() {
     let args = parse_args();
-    let start_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let run_name = format!("{}__{}__{}__{}", args.env_id, args.exp_name, args.seed, start_unix);
-    // Bad input: one line naming the problem, exit code 2, nothing written.
-    let make = |_| make_env(&args.env_id).map_err(|e| e.to_string());
-    let env_fns = check_args(&args).and_then(|()| (0..args.num_envs).map(make).collect::<Result<Vec<_>, _>>());
-    let env_fns: Vec<Box<dyn Env<Obs = f32>>> = env_fns.unwrap_or_else(|e| fail(2, e));
+    // bad input: one line naming the problem, exit code 2, nothing written
+    check_args(&args).unwrap_or_else(|e| fail(2, e));
     let (num_envs, num_steps) = (args.num_envs, args.num_steps);
     let batch_size = num_envs * num_steps;
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
+    let unix_time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let run_name = format!("{}__{}__{}__{unix_time}", args.env_id, args.exp_name, args.seed);
+    let env_fns: Result<Vec<_>, _> = (0..args.num_envs).map(|_| make_env(&args.env_id)).collect();
+    let env_fns = env_fns.unwrap_or_else(|e| fail(2, e));
 
     // seeding
     tch::manual_seed(args.seed as i64);
@@ -274,25 +285,23 @@ fn main() {
         {
             ([shape[0] as i64, shape[1] as i64, shape[2] as i64], nvec.iter().map(|&n| n as i64).collect::<Vec<_>>())
         }
-        (o, a) => fail(
-            2,
-            format!(
-                "{} has {o} observations and {a} actions; ppo_multidiscrete_mask needs a grid and MultiDiscrete",
-                args.env_id
-            ),
-        ),
+        (o, a) => fail(2, format!("{}: {o} observations, {a} actions; needs a grid and MultiDiscrete", args.env_id)),
     };
     let (obs_dim, mask_dim) = (grid.iter().product::<i64>(), envs.mask_dim as i64);
     let vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), grid, nvec.clone());
     // Core 3: Adam with epsilon 1e-5
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-
     let mut log = RunLog::create(&run_name, &args, &device_name, (num_iterations * batch_size) as u64);
 
-    // storage: the tensors of each step stay on the device and are joined after the rollout;
-    // rewards and dones are used on the host (env, GAE), one row per step; the values come down
-    // to the host once per rollout, for GAE
+    // storage: obs, actions, logprobs and values on the device; rewards and dones on the host,
+    // where the envs write them and GAE reads them
+    let (steps, n) = (num_steps as i64, num_envs as i64);
+    let obs = Tensor::zeros([steps, n, obs_dim], (Kind::Float, device));
+    let actions = Tensor::zeros([steps, n, nvec.len() as i64], (Kind::Int64, device));
+    let masks = Tensor::zeros([steps, n, mask_dim], (Kind::Bool, device)); // Aux 4: each observation's mask
+    let logprobs = Tensor::zeros([steps, n], (Kind::Float, device));
+    let values = Tensor::zeros([steps, n], (Kind::Float, device));
     let mut rewards = vec![vec![0f32; num_envs]; num_steps];
     let mut dones = vec![vec![0f32; num_envs]; num_steps];
 
@@ -306,35 +315,33 @@ fn main() {
     let offsets: Vec<usize> = (0..nvec.len()).map(|i| nvec[..i].iter().sum::<i64>() as usize).collect();
 
     for iteration in 1..=num_iterations {
-        let mut env_seconds = 0.0;
         // Core 4: learning-rate annealing, linearly to 0
         let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / num_iterations as f64 } else { 1.0 };
         let lr = frac * args.learning_rate;
 
-        let (mut obs, mut actions, mut logprobs, mut masks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut values = Vec::new();
         let mut invalid_actions = 0;
         for step in 0..num_steps {
             global_step += num_envs as u64;
-            let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
-            // Aux 4: the mask of each observation, stored with it
-            let next_mask = Tensor::from_slice(&envs.masks).view([num_envs as i64, mask_dim]).to_device(device);
+            let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
+            obs.get(step as i64).copy_(&next_obs);
+            let next_mask = Tensor::from_slice(&envs.masks).view([n, mask_dim]).to_device(device);
+            masks.get(step as i64).copy_(&next_mask);
             dones[step].copy_from_slice(&next_done);
+
             let mask = args.invalid_action_masking.then_some(&next_mask);
             let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None, mask));
+            values.get(step as i64).copy_(&value.flatten(0, -1));
+            actions.get(step as i64).copy_(&action);
+            logprobs.get(step as i64).copy_(&logprob);
+            // the step's one copy down: the actions, for the envs
             action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * nvec.len());
-            obs.push(next_obs);
-            masks.push(next_mask);
             // sampled actions with a masked component: none while masking is on
             let rows = action_buf.chunks(nvec.len()).zip(envs.masks.chunks(envs.mask_dim));
             invalid_actions += rows.filter(|(a, m)| a.iter().zip(&offsets).any(|(&a, &o)| !m[o + a as usize])).count();
-            actions.push(action);
-            logprobs.push(logprob);
-            values.push(value.view([-1]));
 
-            let env_start = Instant::now();
+            // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
+            // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
             envs.step(Action::Discrete(&action_buf));
-            env_seconds += env_start.elapsed().as_secs_f64();
             rewards[step].copy_from_slice(&envs.rewards);
             // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
             for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
@@ -345,13 +352,11 @@ fn main() {
             }
         }
 
-        // bootstrap value if not done
-        let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
+        // bootstrap value if not done; the values come down to the host once per rollout, for GAE
+        let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
-        // the rollout's values come down in one copy, for GAE on the host
-        let b_values_t = Tensor::cat(&values, 0);
-        let b_values = to_host(&b_values_t);
-        let values: Vec<&[f32]> = b_values.chunks(num_envs).collect();
+        let b_values_host = to_host(&values); // row step * num_envs + env
+        let values_host: Vec<&[f32]> = b_values_host.chunks(num_envs).collect();
         // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
         let mut advantages = vec![vec![0f32; num_envs]; num_steps];
@@ -361,26 +366,26 @@ fn main() {
                 let (nextnonterminal, nextvalues) = if t == num_steps - 1 {
                     (1.0 - next_done[e], next_value[e])
                 } else {
-                    (1.0 - dones[t + 1][e], values[t + 1][e])
+                    (1.0 - dones[t + 1][e], values_host[t + 1][e])
                 };
-                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values[t][e];
+                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t][e];
                 lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
                 advantages[t][e] = lastgaelam[e];
             }
         }
+        let advantages = advantages.concat();
+        let returns: Vec<f32> = advantages.iter().zip(&b_values_host).map(|(a, v)| a + v).collect();
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
-        let (b_obs, b_actions, b_logprobs) =
-            (Tensor::cat(&obs, 0), Tensor::cat(&actions, 0), Tensor::cat(&logprobs, 0));
-        let b_masks = Tensor::cat(&masks, 0);
-        let b_advantages = advantages.concat();
-        let b_returns: Vec<f32> = b_advantages.iter().zip(&b_values).map(|(a, v)| a + v).collect();
-        let to_device = |x: &[f32]| Tensor::from_slice(x).to_device(device);
-        let (b_advantages_t, b_returns_t) = (to_device(&b_advantages), to_device(&b_returns));
+        let (b_obs, b_logprobs) = (obs.view([-1, obs_dim]), logprobs.view([-1]));
+        let b_actions = actions.view([-1, nvec.len() as i64]);
+        let b_masks = masks.view([-1, mask_dim]);
+        let b_advantages = Tensor::from_slice(&advantages).to_device(device);
+        let (b_returns, b_values) = (Tensor::from_slice(&returns).to_device(device), values.view([-1]));
 
         // Optimizing the policy and value network
-        let learn_start = Instant::now();
-        let (mut first_minibatch, mut last) = (None, None);
+        let learning_start = Instant::now();
+        let (mut first, mut last) = (None, None);
         let mut ratios = Vec::new();
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (the batch is
@@ -388,8 +393,8 @@ fn main() {
             let b_inds = Tensor::randperm(batch_size as i64, (Kind::Int64, device));
             let shuffled = |t: &Tensor| t.index_select(0, &b_inds).split(minibatch_size as i64, 0);
             let (obs_mbs, actions_mbs, logprobs_mbs) = (shuffled(&b_obs), shuffled(&b_actions), shuffled(&b_logprobs));
-            let (advantages_mbs, returns_mbs, values_mbs) =
-                (shuffled(&b_advantages_t), shuffled(&b_returns_t), shuffled(&b_values_t));
+            let (advantages_mbs, returns_mbs) = (shuffled(&b_advantages), shuffled(&b_returns));
+            let values_mbs = shuffled(&b_values);
             // Aux 4: the masks minibatched with the same indices
             let masks_mbs = args.invalid_action_masking.then(|| shuffled(&b_masks));
             for (mb, start) in (0..batch_size).step_by(minibatch_size).enumerate() {
@@ -403,9 +408,8 @@ fn main() {
                 // KL estimates below, of each epoch's last minibatch: the ones logged and checked)
                 ratios.push(ratio.detach());
                 if epoch == 0 && start == 0 {
-                    // the policy has not moved yet: the ratio must be exactly 1 here
-                    first_minibatch =
-                        Some(tch::no_grad(|| ((&ratio - 1.0).abs().max(), clipfrac(&ratios, args.clip_coef))));
+                    let max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
+                    first = Some(FirstMinibatch { max_ratio_dev, clipfrac: clipfrac(&ratios, args.clip_coef) });
                 }
 
                 let mut mb_advantages = advantages_mbs[mb].shallow_clone();
@@ -443,9 +447,8 @@ fn main() {
                 let grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
                 optimizer.step(lr);
                 if start + minibatch_size == batch_size {
-                    let (old_approx_kl, approx_kl) = tch::no_grad(|| {
-                        ((-&logratio).mean(Kind::Float), ((&ratio - 1.0) - &logratio).mean(Kind::Float))
-                    });
+                    let old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
+                    let approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
                     last = Some(LastMinibatch {
                         pg_loss,
                         v_loss,
@@ -464,35 +467,33 @@ fn main() {
                 }
             }
         }
-        let last = last.expect("at least one minibatch");
-        let (first_mb_ratio_dev, first_mb_clipfrac) = first_minibatch.expect("epoch 0 has a first minibatch");
+        let (first, last) = (first.expect("epoch 0 has a first minibatch"), last.expect("at least one minibatch"));
 
         // Core 12: CleanRL's metrics by its names, then our debug and timing columns
+        let (v_loss, pg_loss, entropy) =
+            (last.v_loss.double_value(&[]), last.pg_loss.double_value(&[]), last.entropy_loss.double_value(&[]));
         let sps = (global_step as f64 / start_time.elapsed().as_secs_f64()).floor();
         let row = [
             ("iteration", iteration as f64),
             ("global_step", global_step as f64),
             ("charts/learning_rate", lr),
-            ("losses/value_loss", last.v_loss.double_value(&[])),
-            ("losses/policy_loss", last.pg_loss.double_value(&[])),
-            ("losses/entropy", last.entropy_loss.double_value(&[])),
+            ("losses/value_loss", v_loss),
+            ("losses/policy_loss", pg_loss),
+            ("losses/entropy", entropy),
             ("losses/old_approx_kl", last.old_approx_kl.double_value(&[])),
             ("losses/approx_kl", last.approx_kl.double_value(&[])),
             ("losses/clipfrac", clipfrac(&ratios, args.clip_coef).double_value(&[])),
-            ("losses/explained_variance", explained_variance(&b_values, &b_returns)),
+            ("losses/explained_variance", explained_variance(&b_values_host, &returns)),
             ("charts/SPS", sps),
-            ("debug/first_mb_max_ratio_dev", first_mb_ratio_dev.double_value(&[])),
-            ("debug/first_mb_clipfrac", first_mb_clipfrac.double_value(&[])),
+            ("debug/first_mb_max_ratio_dev", first.max_ratio_dev.double_value(&[])),
+            ("debug/first_mb_clipfrac", first.clipfrac.double_value(&[])),
             ("debug/unclipped_grad_norm", last.grad_norm.double_value(&[])),
             ("debug/invalid_actions", invalid_actions as f64),
         ];
-        log.update(&row, num_iterations, env_seconds, learn_start);
+        log.update(&row, num_iterations, envs.take_step_seconds(), learning_start);
         if !last.loss.double_value(&[]).is_finite() {
-            let (pg, v, ent) =
-                (last.pg_loss.double_value(&[]), last.v_loss.double_value(&[]), last.entropy_loss.double_value(&[]));
-            log.fail(format!(
-                "the loss became non-finite at update {iteration} (policy loss {pg}, value loss {v}, entropy {ent})"
-            ));
+            let losses = format!("policy loss {pg_loss}, value loss {v_loss}, entropy {entropy}");
+            log.fail(format!("the loss became non-finite at update {iteration} ({losses})"));
         }
     }
 
@@ -501,17 +502,6 @@ fn main() {
         let returns = evaluate(&model_path, &args, grid, &nvec, device, 10).unwrap_or_else(|e| fail(1, e));
         log.eval(&returns);
     }
-}
-
-/// The last minibatch's losses and statistics: CleanRL logs those of the last one.
-struct LastMinibatch {
-    pg_loss: Tensor,
-    v_loss: Tensor,
-    entropy_loss: Tensor,
-    old_approx_kl: Tensor,
-    approx_kl: Tensor,
-    grad_norm: Tensor,
-    loss: Tensor,
 }
 
 /// The fraction of the update's ratios that the surrogate clipped, |ratio - 1| > clip_coef (the

@@ -13,6 +13,15 @@
 //!   5. the MLMC loss: main and sync minibatches with identical indices, one optimizer step
 //!   6. the paper's network: a shared tanh trunk, log std initialized to −2.9
 //!
+//! This file restructures `ppo_continuous.rs` rather than adding a few lines to it (its diff is
+//! large); the parent's sections map to these: the rollout loop -> one rollout per level inside
+//! `for l in 0..n_levels`, with the sync samples taken beside the main ones; the storage ->
+//! `Rollout`; GAE -> `gae()`; the flattened batch -> `Batch::new`; the shuffled minibatches ->
+//! `Batch::shuffled`; the loss -> the same terms summed with signs over every batch's minibatch;
+//! logging -> the parent's columns for the finest level, plus per-level ratio and KL columns.
+//! Args, `make_env`, `Agent` (with the shared trunk of Multilevel 6) and the plumbing follow the
+//! parent's.
+//!
 //! Run: `cargo run --release --bin ppo_multilevel -- --levels 32,64,128 --level-steps 80,10,5`
 //! Writes `runs/<env-id>__<exp-name>__<seed>__<unix-time>/`: args.json, episodes.csv (the finest
 //! level's episodes: their return is the recovery factor) and updates.csv (CleanRL's metric names,
@@ -27,10 +36,8 @@ use tch::{Device, Kind, Tensor};
 
 /// Each numeric flag's range is checked by its value parser (see the plumbing).
 #[derive(Parser, Debug, serde::Serialize)]
-#[command(
-    about = "Multilevel PPO on the ressim waterflooding env (Dixit & Elsheikh), after ppo_continuous",
-    allow_negative_numbers = true
-)]
+#[command(allow_negative_numbers = true)]
+#[command(about = "Multilevel PPO on the ressim waterflooding env (Dixit & Elsheikh), after ppo_continuous")]
 struct Args {
     /// the name of this experiment (part of the run directory's name)
     #[arg(long, default_value = env!("CARGO_BIN_NAME"), value_parser = plain_name)]
