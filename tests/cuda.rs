@@ -8,6 +8,7 @@ use std::process::Command;
 const BINARIES: &[(&str, &[&str])] = &[
     (env!("CARGO_BIN_EXE_ppo"), &["--total-timesteps", "512"]),
     (env!("CARGO_BIN_EXE_ppo_atari"), &["--total-timesteps", "1024", "--torch-threads", "2"]),
+    (env!("CARGO_BIN_EXE_ppo_atari_multigpu"), &["--total-timesteps", "1024", "--torch-threads", "2"]),
     (env!("CARGO_BIN_EXE_ppo_continuous"), &["--env-id", "Pendulum-v1", "--total-timesteps", "2048"]),
     (env!("CARGO_BIN_EXE_ppo_lstm"), &["--env-id", "CartPoleNoVel-v1", "--total-timesteps", "1024"]),
     (env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"), &["--env-id", "GridHarvest-v0", "--total-timesteps", "1024"]),

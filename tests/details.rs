@@ -102,6 +102,7 @@ const OWN: &[(&str, Ranges)] = &[
     ("ppo_multilevel", &[(MULTILEVEL, 1, 6)]),
     ("ppo_lstm", &[("LSTM", 1, 5)]),
     ("ppo_multidiscrete_mask", &[("MultiDiscrete", 1, 1), ("Aux", 4, 4)]),
+    ("ppo_atari_multigpu", &[("Aux", 2, 2)]),
 ];
 
 /// Categories a variant does not inherit from its ancestors, and why.

@@ -22,6 +22,7 @@ fn family_tree_is_the_documented_one() {
         ("ppo", "ppo_atari"),
         ("ppo_atari", "ppo_lstm"),
         ("ppo_atari", "ppo_multidiscrete_mask"),
+        ("ppo_atari", "ppo_atari_multigpu"),
         ("ppo", "ppo_continuous"),
         ("ppo_continuous", "ppo_multilevel"),
     ];

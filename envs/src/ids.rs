@@ -38,6 +38,7 @@ const FAMILIES: [Family; 7] = [CLASSIC_DISCRETE, CLASSIC_CONTINUOUS, MUJOCO, RES
 const BINARIES: &[(&str, &[Family])] = &[
     ("ppo", &[CLASSIC_DISCRETE]),
     ("ppo_atari", &[ATARI]),
+    ("ppo_atari_multigpu", &[ATARI]),
     ("ppo_continuous", &[CLASSIC_CONTINUOUS, MUJOCO, RESSIM]),
     ("ppo_multilevel", &[RESSIM]),
     ("ppo_lstm", &[ATARI, CLASSIC_DISCRETE]),
@@ -158,8 +159,8 @@ mod tests {
     fn another_binarys_id_names_that_binary() {
         assert_eq!(
             message("ppo", "BreakoutNoFrameskip-v4"),
-            "ppo cannot run BreakoutNoFrameskip-v4 (an Atari game): run it with ppo_atari or ppo_lstm; ppo runs \
-                CartPole-v1, Acrobot-v1, MountainCar-v0, CartPoleNoVel-v1, MountainCarNoVel-v0"
+            "ppo cannot run BreakoutNoFrameskip-v4 (an Atari game): run it with ppo_atari or ppo_atari_multigpu or \
+                ppo_lstm; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0, CartPoleNoVel-v1, MountainCarNoVel-v0"
         );
         assert!(message("ppo_atari", "CartPole-v1").starts_with(
             "ppo_atari cannot run CartPole-v1 (a classic-control env with discrete actions): run it with ppo or \

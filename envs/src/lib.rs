@@ -24,7 +24,7 @@ pub use ids::check_id;
 pub use spaces::Space;
 pub use vector::{FinishedEpisode, VecEnv};
 pub use wrappers::{
-    ClipAction, NormalizeObservation, NormalizeReward, ObsAsF32, ObsStats, RunningMeanStd, TransformObservation,
+    ClipAction, NormalizeObservation, NormalizeReward, ObsAsF32, RunningMeanStd, SharedRms, TransformObservation,
     TransformReward,
 };
 

@@ -68,12 +68,17 @@ impl<E: Env> Env for ClipAction<E> {
     }
 }
 
-/// A handle on a `NormalizeObservation`'s statistics, readable from outside the env stack
-/// (to save them with a model).
+/// A handle on a wrapper's running statistics (`NormalizeObservation`'s or `NormalizeReward`'s),
+/// readable and writable from outside the env stack: to save them with a model or a checkpoint,
+/// and to restore them when a run resumes.
 #[derive(Debug, Clone)]
-pub struct ObsStats(Arc<Mutex<RunningMeanStd>>);
+pub struct SharedRms(Arc<Mutex<RunningMeanStd>>);
 
-impl ObsStats {
+impl SharedRms {
+    pub fn new(rms: RunningMeanStd) -> Self {
+        SharedRms(Arc::new(Mutex::new(rms)))
+    }
+
     pub fn lock(&self) -> MutexGuard<'_, RunningMeanStd> {
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -84,7 +89,7 @@ impl ObsStats {
 /// to given statistics that are no longer updated (evaluating a saved model).
 pub struct NormalizeObservation<E> {
     inner: E,
-    stats: ObsStats,
+    stats: SharedRms,
     update: bool,
     raw: Vec<f64>,
 }
@@ -106,10 +111,10 @@ impl<E: Env<Obs = f32>> NormalizeObservation<E> {
     fn with(inner: E, stats: RunningMeanStd, update: bool) -> Self {
         let dim = inner.observation_space().flat_dim();
         assert_eq!(stats.mean.len(), dim, "observation statistics of the wrong size");
-        NormalizeObservation { inner, stats: ObsStats(Arc::new(Mutex::new(stats))), update, raw: vec![0.0; dim] }
+        NormalizeObservation { inner, stats: SharedRms::new(stats), update, raw: vec![0.0; dim] }
     }
 
-    pub fn stats(&self) -> ObsStats {
+    pub fn stats(&self) -> SharedRms {
         self.stats.clone()
     }
 
@@ -173,12 +178,17 @@ pub struct NormalizeReward<E> {
     inner: E,
     gamma: f64,
     ret: f64,
-    return_rms: RunningMeanStd,
+    return_rms: SharedRms,
 }
 
 impl<E: Env> NormalizeReward<E> {
     pub fn new(inner: E, gamma: f64) -> Self {
-        NormalizeReward { inner, gamma, ret: 0.0, return_rms: RunningMeanStd::new(1) }
+        NormalizeReward { inner, gamma, ret: 0.0, return_rms: SharedRms::new(RunningMeanStd::new(1)) }
+    }
+
+    /// The running statistics of the discounted return.
+    pub fn stats(&self) -> SharedRms {
+        self.return_rms.clone()
     }
 }
 
@@ -191,8 +201,9 @@ impl<E: Env> Env for NormalizeReward<E> {
     fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
         let mut step = self.inner.step(action, obs);
         self.ret = self.ret * self.gamma * (1.0 - step.terminated as u8 as f64) + step.reward;
-        self.return_rms.update([self.ret]);
-        step.reward /= (self.return_rms.var[0] + 1e-8).sqrt();
+        let mut return_rms = self.return_rms.lock();
+        return_rms.update([self.ret]);
+        step.reward /= (return_rms.var[0] + 1e-8).sqrt();
         step
     }
 }

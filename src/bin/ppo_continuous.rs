@@ -19,7 +19,7 @@ use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
 /// Each numeric flag's range is checked by its value parser (see the plumbing).
-#[derive(Parser, Debug, serde::Serialize)]
+#[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
 #[command(allow_negative_numbers = true)]
 #[command(about = "PPO for continuous actions (HalfCheetah-v4), after CleanRL's ppo_continuous_action.py")]
 struct Args {
@@ -44,6 +44,14 @@ struct Args {
     /// save the weights to the run directory, then evaluate them for 10 episodes
     #[arg(long, default_value_t = false)]
     save_model: bool,
+    /// write a checkpoint (weights, optimizer, statistics) every N updates and after the last; 0: never
+    #[arg(long, default_value_t = 10)]
+    checkpoint_interval: usize,
+    /// continue the run in RUN_DIR from its checkpoint, with its arguments; only --total-timesteps (to
+    /// extend it), --checkpoint-interval, --save-model, --cuda and thread counts may be given anew.
+    /// The envs start fresh episodes (an LSTM from a zero state)
+    #[arg(long, value_name = "RUN_DIR")]
+    resume: Option<std::path::PathBuf>,
     /// the id of the environment (HalfCheetah-v4 or another of gymnasium's MuJoCo v4 ids, Pendulum-v1, ...)
     #[arg(long, default_value = "HalfCheetah-v4")]
     env_id: String,
@@ -117,8 +125,9 @@ fn check_args(a: &Args) -> Result<(), String> {
     }
 }
 
-/// CleanRL's `make_env` (no FlattenObservation: ours are flat) and the observation statistics.
-type EnvAndStats = (Box<dyn Env<Obs = f32>>, envs::ObsStats);
+/// CleanRL's `make_env` (no FlattenObservation: ours are flat) and its running statistics (the
+/// observations', the returns'), which the model and the checkpoints keep.
+type EnvAndStats = (Box<dyn Env<Obs = f32>>, [envs::SharedRms; 2]);
 fn make_env(env_id: &str, gamma: f64, obs_rms: Option<envs::RunningMeanStd>) -> Result<EnvAndStats, envs::EnvError> {
     // Continuous 5: clip actions to the valid range for the env
     let env = envs::ClipAction::new(RecordEpisodeStatistics::new(envs::make(env_id)?));
@@ -129,6 +138,7 @@ fn make_env(env_id: &str, gamma: f64, obs_rms: Option<envs::RunningMeanStd>) -> 
         envs::TransformObservation::new(env, |obs: &mut [f32]| obs.iter_mut().for_each(|o| *o = o.clamp(-10.0, 10.0)));
     // Continuous 8: reward scaling (divide by std of discounted return)
     let env = envs::NormalizeReward::new(env, gamma);
+    let stats = [stats, env.stats()];
     let env = envs::TransformReward::new(env, |r: f64| r.clamp(-10.0, 10.0)); // Continuous 9: reward clipping (±10)
     Ok((Box::new(env), stats))
 }
@@ -226,7 +236,7 @@ fn main() {
     let unix_time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let run_name = format!("{}__{}__{}__{unix_time}", args.env_id, args.exp_name, args.seed);
     let env_fns: Result<Vec<_>, _> = (0..args.num_envs).map(|_| make_env(&args.env_id, args.gamma, None)).collect();
-    let (env_fns, obs_stats): (Vec<_>, Vec<_>) = env_fns.unwrap_or_else(|e| fail(2, e)).into_iter().unzip();
+    let (env_fns, stats): (Vec<_>, Vec<_>) = env_fns.unwrap_or_else(|e| fail(2, e)).into_iter().unzip();
 
     // seeding
     tch::manual_seed(args.seed as i64);
@@ -247,7 +257,9 @@ fn main() {
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
     // Core 3: Adam with epsilon 1e-5
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    let mut log = RunLog::create(&run_name, &args, &device_name, (num_iterations * batch_size) as u64);
+    // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
+    let start = Start::new(&args, num_iterations, &mut optimizer, stats.as_flattened());
+    let mut log = RunLog::create(&run_name, &args, &device_name, (num_iterations * batch_size) as u64, &start);
 
     // storage: obs, actions, logprobs and values on the device; rewards and dones on the host,
     // where the envs write them and GAE reads them
@@ -259,14 +271,14 @@ fn main() {
     let mut rewards = vec![vec![0f32; num_envs]; num_steps];
     let mut dones = vec![vec![0f32; num_envs]; num_steps];
 
-    // start the game
-    let mut global_step = 0u64;
-    let start_time = Instant::now();
-    envs.reset(Some(args.seed));
+    // start the game (with --resume: where the checkpoint stood, in fresh episodes)
+    let mut global_step = start.global_step;
+    let start_time = start.start_time;
+    envs.reset(Some(start.seed));
     let mut next_done = vec![0f32; num_envs];
     let mut action_buf = vec![0f32; num_envs * n_actions as usize];
 
-    for iteration in 1..=num_iterations {
+    for iteration in start.iteration + 1..=num_iterations {
         // Core 4: learning-rate annealing, linearly to 0
         let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / num_iterations as f64 } else { 1.0 };
         let lr = frac * args.learning_rate;
@@ -450,10 +462,11 @@ fn main() {
             let losses = format!("policy loss {pg_loss}, value loss {v_loss}, entropy {entropy}");
             log.fail(format!("the loss became non-finite at update {iteration} ({losses})"));
         }
+        log.checkpoint(iteration, num_iterations, global_step, &optimizer, stats.as_flattened());
     }
 
     if args.save_model {
-        let rms = obs_stats[0].lock().clone(); // env 0's observation statistics go into the model file
+        let rms = stats[0][0].lock().clone(); // env 0's observation statistics go into the model file
         let rms = Tensor::from_slice(&[rms.mean, rms.var, vec![rms.count]].concat());
         tch::no_grad(|| agent.obs_rms.shallow_clone().copy_(&rms));
         let model_path = log.save(&vs, &args.exp_name);
@@ -609,52 +622,130 @@ struct RunLog {
     episodes: csv::Writer<std::fs::File>,
     updates: csv::Writer<std::fs::File>,
     rows: usize,
+    /// the number of processes whose episodes this log records (ppo_atari_multigpu's ranks): above
+    /// one, episodes.csv gets a fourth column naming each episode's rank
+    ranks: usize,
+    episodes_header: bool,
     recent: std::collections::VecDeque<f64>,
     tb: tboard::EventWriter<std::fs::File>,
     /// a progress bar on a terminal; a plain line every 2% of the run otherwise
     bar: Option<ProgressBar>,
     /// when the previous update was logged (or the run started): the iteration's wall time
     last_update: Instant,
+    /// when the run started, as if it had never stopped (for the checkpoint's elapsed time)
+    start_time: Instant,
+    checkpoint_interval: usize,
+    /// the time the last checkpoint took to write, logged with the next update
+    checkpoint_seconds: f64,
+    env_id: String,
 }
 
 impl RunLog {
     /// Makes a directory of the run's own: `runs/<run_name>`, or `<run_name>-2`, `-3`, ... when
-    /// another run (e.g. one started in the same second) has that name. Fails with exit code 1.
-    fn create(run_name: &str, args: &Args, device: &str, total_steps: u64) -> RunLog {
-        let created = std::fs::create_dir_all("runs").and_then(|()| {
-            let mut suffix = 1;
-            loop {
-                let name = if suffix == 1 { run_name.to_string() } else { format!("{run_name}-{suffix}") };
-                let dir = std::path::Path::new("runs").join(name);
-                match std::fs::create_dir(&dir) {
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => suffix += 1,
-                    created => break created.map(|()| dir),
+    /// another run (e.g. one started in the same second) has that name; with `--resume`, opens the
+    /// run's directory again. Fails with exit code 1.
+    fn create(run_name: &str, args: &Args, device: &str, total_steps: u64, start: &Start) -> RunLog {
+        let created = match &args.resume {
+            Some(dir) => Ok(dir.clone()),
+            None => std::fs::create_dir_all("runs").and_then(|()| {
+                let mut suffix = 1;
+                loop {
+                    let name = if suffix == 1 { run_name.to_string() } else { format!("{run_name}-{suffix}") };
+                    let dir = std::path::Path::new("runs").join(name);
+                    match std::fs::create_dir(&dir) {
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => suffix += 1,
+                        created => break created.map(|()| dir),
+                    }
                 }
-            }
-        });
-        let log = created.and_then(|dir| RunLog::open(dir, args, device, total_steps));
+            }),
+        };
+        let log = created.and_then(|dir| RunLog::open(dir, args, device, total_steps, start));
         log.unwrap_or_else(|e| fail(1, format!("cannot write runs/{run_name}: {e}")))
     }
 
-    fn open(dir: std::path::PathBuf, args: &Args, device: &str, total_steps: u64) -> std::io::Result<RunLog> {
+    /// With `--resume` the CSVs are cut back to the checkpoint (what was logged after it goes) and
+    /// TensorBoard's events are written anew from them, so that no row is missing or repeated.
+    fn open(
+        dir: std::path::PathBuf,
+        args: &Args,
+        device: &str,
+        total_steps: u64,
+        start: &Start,
+    ) -> std::io::Result<RunLog> {
         let mut json = serde_json::to_value(args)?;
+        json["binary"] = env!("CARGO_BIN_NAME").into(); // what --resume checks
         json["device"] = device.into(); // the device the run used, as the line at start says
-        std::fs::write(dir.join("args.json"), serde_json::to_string_pretty(&json)? + "\n")?;
-        let mut episodes = csv::Writer::from_path(dir.join("episodes.csv"))?;
-        episodes.write_record(["global_step", "charts/episodic_return", "charts/episodic_length"])?;
-        let updates = csv::Writer::from_path(dir.join("updates.csv"))?;
-        let tb = tboard::EventWriter::create(&dir).map_err(std::io::Error::other)?;
+        let tmp = dir.join("args.tmp.json");
+        std::fs::write(&tmp, serde_json::to_string_pretty(&json)? + "\n")?;
+        std::fs::rename(tmp, dir.join("args.json"))?;
+        let (iteration, global_step) = (start.iteration as f64, start.global_step as f64);
+        let updates_kept = cut_back(&dir.join("updates.csv"), "iteration", iteration)?;
+        let episodes_kept = cut_back(&dir.join("episodes.csv"), "global_step", global_step)?;
+        let old_events: Vec<_> = std::fs::read_dir(&dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("events.out.tfevents.")))
+            .collect();
+        if start.iteration > 0 {
+            println!("resuming {} at iteration {}, global_step {}", dir.display(), start.iteration, start.global_step);
+        }
+        let mut tb = tboard::EventWriter::create(&dir).map_err(std::io::Error::other)?;
+        for (header, rows) in [&updates_kept, &episodes_kept] {
+            let step = header.iter().position(|h| h == "global_step").unwrap_or(0);
+            for row in rows {
+                let step = row[step].parse::<f64>().unwrap_or(0.0) as i64;
+                for (tag, value) in header.iter().zip(row).filter(|(tag, _)| tag.contains('/')) {
+                    let value = value.parse::<f64>().unwrap_or(f64::NAN) as f32;
+                    tb.write_scalar(step, tag, value).map_err(std::io::Error::other)?;
+                }
+            }
+        }
+        for old in old_events {
+            std::fs::remove_file(old)?;
+        }
+        let append = |name: &str| -> std::io::Result<csv::Writer<std::fs::File>> {
+            let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(name))?;
+            Ok(csv::Writer::from_writer(file))
+        };
+        let (episodes, updates) = (append("episodes.csv")?, append("updates.csv")?);
         let bar = std::io::stderr().is_terminal().then(|| {
             let template = "{elapsed_precise} [{wide_bar}] {pos}/{len} steps {msg}";
-            ProgressBar::new(total_steps).with_style(ProgressStyle::with_template(template).expect("valid template"))
+            let style = ProgressStyle::with_template(template).expect("valid template");
+            ProgressBar::new(total_steps).with_style(style).with_position(start.global_step)
         });
-        let recent = Default::default();
-        Ok(RunLog { dir, episodes, updates, rows: 0, recent, tb, bar, last_update: Instant::now() })
+        let return_column = episodes_kept.0.iter().position(|h| h == "charts/episodic_return").unwrap_or(1);
+        let returns = episodes_kept.1.iter().rev().take(20).rev();
+        let recent = returns.map(|row| row[return_column].parse().unwrap_or(f64::NAN)).collect();
+        Ok(RunLog {
+            dir,
+            episodes,
+            updates,
+            rows: updates_kept.1.len(),
+            ranks: 1,
+            episodes_header: !episodes_kept.0.is_empty(),
+            recent,
+            tb,
+            bar,
+            last_update: Instant::now(),
+            start_time: start.start_time,
+            checkpoint_interval: args.checkpoint_interval,
+            checkpoint_seconds: 0.0,
+            env_id: args.env_id.clone(),
+        })
     }
 
+    #[allow(dead_code)] // ppo_atari_multigpu logs every episode with its rank
     fn episode(&mut self, global_step: u64, r: f64, l: u64) {
+        self.episode_of_rank(0, global_step, r, l);
+    }
+
+    fn episode_of_rank(&mut self, rank: usize, global_step: u64, r: f64, l: u64) {
+        self.episodes_header();
+        let mut record = vec![global_step.to_string(), r.to_string(), l.to_string()];
+        if self.ranks > 1 {
+            record.push(rank.to_string());
+        }
         // a failed write surfaces at the next update's flush
-        let _ = self.episodes.write_record(&[global_step.to_string(), r.to_string(), l.to_string()]);
+        let _ = self.episodes.write_record(&record);
         let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_return", r as f32);
         let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_length", l as f32);
         self.recent.push_back(r);
@@ -664,15 +755,18 @@ impl RunLog {
     }
 
     /// Appends one row of (column, value) pairs (the header first) and the timing columns:
-    /// the iteration's collection time (its wall time less learning), env stepping and learning.
+    /// the iteration's collection time (its wall time less learning), env stepping, learning, and
+    /// writing the checkpoint after the previous update.
     /// Flushes, and shows progress.
     fn update(&mut self, row: &[(&str, f64)], num_iterations: usize, env_seconds: f64, learning_start: Instant) {
         let (iteration_seconds, now) = (self.last_update.elapsed().as_secs_f64(), Instant::now());
         let learning_seconds = learning_start.elapsed().as_secs_f64();
+        let checkpoint_seconds = std::mem::take(&mut self.checkpoint_seconds);
         let mut row = row.to_vec();
-        row.push(("timing/collection_seconds", iteration_seconds - learning_seconds));
+        row.push(("timing/collection_seconds", iteration_seconds - learning_seconds - checkpoint_seconds));
         row.push(("timing/env_seconds", env_seconds));
         row.push(("timing/learning_seconds", learning_seconds));
+        row.push(("timing/checkpoint_seconds", checkpoint_seconds));
         self.last_update = now;
         if let Err(e) = self.write(&row) {
             self.fail(format!("cannot write the metrics: {e}"));
@@ -693,7 +787,18 @@ impl RunLog {
         }
     }
 
+    /// episodes.csv's header, once: before its first row or at the first update, whichever comes first
+    fn episodes_header(&mut self) {
+        if !self.episodes_header {
+            self.episodes_header = true;
+            let rank = (self.ranks > 1).then_some("rank");
+            let header = ["global_step", "charts/episodic_return", "charts/episodic_length"].into_iter().chain(rank);
+            let _ = self.episodes.write_record(header); // a failed write surfaces at the next flush
+        }
+    }
+
     fn write(&mut self, row: &[(&str, f64)]) -> std::io::Result<()> {
+        self.episodes_header();
         if self.rows == 0 {
             self.updates.write_record(row.iter().map(|(name, _)| name))?;
         }
@@ -733,6 +838,54 @@ impl RunLog {
         println!("eval: mean episodic return {mean:.1} over {} episodes", returns.len());
     }
 
+    /// Every `--checkpoint-interval` updates and after the last: the weights, Adam's state, the
+    /// running statistics and the counters in `checkpoint.safetensors`, written to a temporary file
+    /// and renamed, so that a crash while writing leaves the previous one. Fails with exit code 1.
+    fn checkpoint(
+        &mut self,
+        iteration: usize,
+        num_iterations: usize,
+        global_step: u64,
+        optimizer: &FlatAdam,
+        stats: &[envs::SharedRms],
+    ) {
+        let every = self.checkpoint_interval;
+        if every == 0 || !(iteration.is_multiple_of(every) || iteration == num_iterations) {
+            return;
+        }
+        let write_start = Instant::now();
+        let mut tensors = std::collections::BTreeMap::new();
+        for (name, t) in [("weights", &optimizer.flat), ("adam.m", &optimizer.m), ("adam.v", &optimizer.v)] {
+            tensors.insert(name.to_string(), t.to_device(Device::Cpu));
+        }
+        for (i, handle) in stats.iter().enumerate() {
+            let rms = handle.lock();
+            tensors
+                .insert(format!("rms.{i}"), Tensor::from_slice(&[&rms.mean[..], &rms.var[..], &[rms.count]].concat()));
+        }
+        let meta = CheckpointMeta {
+            binary: env!("CARGO_BIN_NAME").into(),
+            env_id: self.env_id.clone(),
+            iteration,
+            global_step,
+            adam_step: optimizer.t,
+            elapsed_seconds: self.start_time.elapsed().as_secs_f64(),
+            stats: stats.len(),
+            checksum: checksum(&tensors),
+        };
+        let json = serde_json::to_vec(&meta).expect("numbers and strings");
+        tensors.insert("meta".into(), Tensor::from_slice(&json));
+        let (path, tmp) = (self.dir.join("checkpoint.safetensors"), self.dir.join("checkpoint.tmp.safetensors"));
+        let written = Tensor::write_safetensors(&tensors.iter().collect::<Vec<_>>(), &tmp)
+            .map_err(std::io::Error::other)
+            .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            self.fail(format!("cannot write {}: {e}", path.display()));
+        }
+        self.checkpoint_seconds = write_start.elapsed().as_secs_f64();
+    }
+
     /// Ends the progress bar where it stands, then fails with exit code 1 (metrics so far are kept).
     fn fail(&self, msg: String) -> ! {
         if let Some(bar) = &self.bar {
@@ -742,8 +895,150 @@ impl RunLog {
     }
 }
 
+/// `--resume`: keeps a CSV file's rows up to the last whose `column` is at most `limit` (a row cut
+/// short by a crash goes too), rewritten atomically; returns the header and the rows kept (none
+/// when the file does not exist: a new run).
+fn cut_back(
+    path: &std::path::Path,
+    column: &str,
+    limit: f64,
+) -> std::io::Result<(csv::StringRecord, Vec<csv::StringRecord>)> {
+    if !path.exists() {
+        return Ok(Default::default());
+    }
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_path(path)?;
+    let header = reader.headers()?.clone();
+    let i = header.iter().position(|h| h == column).unwrap_or(0);
+    let fits = |r: &csv::StringRecord| r.len() == header.len() && r[i].parse::<f64>().is_ok_and(|x| x <= limit);
+    let rows: Vec<_> = reader.records().map_while(|r| r.ok().filter(fits)).collect();
+    let tmp = path.with_extension("tmp.csv");
+    let mut writer = csv::Writer::from_path(&tmp)?;
+    if !header.is_empty() {
+        writer.write_record(&header)?;
+    }
+    for row in &rows {
+        writer.write_record(row)?;
+    }
+    writer.flush()?;
+    std::fs::rename(tmp, path)?;
+    Ok((header, rows))
+}
+/// Where the loop starts: a new run at iteration 0 with `--seed`; with `--resume`, where the run's
+/// checkpoint stood.
+struct Start {
+    /// the last iteration done: the loop goes on with the next
+    iteration: usize,
+    global_step: u64,
+    /// when the run started, as if it had never stopped (SPS counts the time before the checkpoint)
+    start_time: Instant,
+    /// the envs' seed: `--seed`, or when resuming one derived from it and the iteration
+    seed: u64,
+}
+
+impl Start {
+    /// With `--resume`: reads the run's checkpoint into the optimizer (weights and Adam's state) and
+    /// the statistics, and seeds libtorch with `seed + 1,000,003 x iteration` (two resumes from one
+    /// checkpoint give the same metrics); the envs start fresh episodes from that seed. Bad
+    /// checkpoints: one line, exit code 2, nothing written.
+    fn new(args: &Args, num_iterations: usize, optimizer: &mut FlatAdam, stats: &[envs::SharedRms]) -> Start {
+        let Some(dir) = &args.resume else {
+            return Start { iteration: 0, global_step: 0, start_time: Instant::now(), seed: args.seed };
+        };
+        let (meta, tensors) = read_checkpoint(dir, &args.env_id).unwrap_or_else(|e| fail(2, e));
+        let tensor = |name: &str| tensors.get(name).ok_or_else(|| format!("{}: no {name}", dir.display()));
+        let loaded = (|| -> Result<(), String> {
+            for (name, into) in [("weights", &optimizer.flat), ("adam.m", &optimizer.m), ("adam.v", &optimizer.v)] {
+                let saved = tensor(name)?;
+                if saved.size() != into.size() {
+                    let (n, m) = (saved.numel(), into.numel());
+                    return Err(format!("its network has {n} parameters, this run's has {m} (another network)"));
+                }
+                tch::no_grad(|| into.shallow_clone().copy_(saved));
+            }
+            optimizer.t = meta.adam_step;
+            if stats.len() != meta.stats {
+                return Err(format!("it holds {} running statistics, this run has {}", meta.stats, stats.len()));
+            }
+            for (i, handle) in stats.iter().enumerate() {
+                let v = Vec::<f64>::try_from(tensor(&format!("rms.{i}"))?).map_err(|e| e.to_string())?;
+                let mut rms = handle.lock();
+                let d = rms.mean.len();
+                if v.len() != 2 * d + 1 {
+                    return Err(format!("its statistics {i} have {} values, this run's {}", v.len(), 2 * d + 1));
+                }
+                *rms = envs::RunningMeanStd { mean: v[..d].to_vec(), var: v[d..2 * d].to_vec(), count: v[2 * d] };
+            }
+            Ok(())
+        })();
+        loaded.unwrap_or_else(|e| fail(2, format!("cannot resume from {}: {e}", dir.display())));
+        if meta.iteration >= num_iterations {
+            let (run, i) = (dir.display(), meta.iteration);
+            fail(2, format!("{run} is complete ({i} of {num_iterations} iterations); a larger total extends it"));
+        }
+        let seed = args.seed.wrapping_add(1_000_003 * meta.iteration as u64);
+        tch::manual_seed(seed as i64);
+        let elapsed = std::time::Duration::from_secs_f64(meta.elapsed_seconds);
+        let start_time = Instant::now().checked_sub(elapsed).unwrap_or_else(Instant::now);
+        Start { iteration: meta.iteration, global_step: meta.global_step, start_time, seed }
+    }
+}
+
+/// What a checkpoint says of itself, beside its tensors (stored as JSON in the tensor "meta").
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CheckpointMeta {
+    binary: String,
+    env_id: String,
+    iteration: usize,
+    global_step: u64,
+    adam_step: i32,
+    elapsed_seconds: f64,
+    /// how many running statistics (`rms.0`, `rms.1`, ...)
+    stats: usize,
+    /// FNV-1a over every other tensor's bytes, in name order: a damaged file does not load
+    checksum: u64,
+}
+
+fn checksum(tensors: &std::collections::BTreeMap<String, Tensor>) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for t in tensors.values() {
+        let numel = t.numel();
+        let mut bytes = vec![0u8; numel * t.kind().elt_size_in_bytes()];
+        t.copy_data_u8(&mut bytes, numel);
+        hash = bytes.iter().fold(hash, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    }
+    hash
+}
+
+fn read_checkpoint(
+    dir: &std::path::Path,
+    env_id: &str,
+) -> Result<(CheckpointMeta, std::collections::BTreeMap<String, Tensor>), String> {
+    let path = dir.join("checkpoint.safetensors");
+    if !path.is_file() {
+        let why = "it ran with --checkpoint-interval 0, or stopped before its first checkpoint";
+        return Err(format!("cannot resume {}: it has no checkpoint.safetensors ({why})", dir.display()));
+    }
+    let damaged = |e: String| format!("cannot resume from {}: it is damaged or truncated ({e})", path.display());
+    let mut tensors: std::collections::BTreeMap<String, Tensor> =
+        Tensor::read_safetensors(&path).map_err(|e| damaged(e.to_string()))?.into_iter().collect();
+    let meta = tensors.remove("meta").ok_or_else(|| damaged("no meta".into()))?;
+    let meta: CheckpointMeta = Vec::<u8>::try_from(&meta)
+        .map_err(|e| e.to_string())
+        .and_then(|json| serde_json::from_slice(&json).map_err(|e| e.to_string()))
+        .map_err(damaged)?;
+    if checksum(&tensors) != meta.checksum {
+        return Err(damaged("its checksum does not match".into()));
+    }
+    let bin = env!("CARGO_BIN_NAME");
+    if meta.binary != bin || meta.env_id != env_id {
+        let (b, e) = (&meta.binary, &meta.env_id);
+        return Err(format!("{} is a checkpoint of {b} on {e}, not of {bin} on {env_id}", path.display()));
+    }
+    Ok((meta, tensors))
+}
+
 /// `Args::parse()` with CleanRL's booleans (`--cuda` alone means true, `--cuda false` turns it
-/// off) and every error in one line with exit code 2.
+/// off) and every error in one line with exit code 2; with `--resume`, the run's own arguments.
 fn parse_args() -> Args {
     let optional_value = |arg: clap::Arg| match arg.get_action() {
         ArgAction::SetTrue => {
@@ -757,14 +1052,63 @@ fn parse_args() -> Args {
         _ => arg,
     };
     let matches = Args::command().args_override_self(true).mut_args(optional_value).try_get_matches();
-    matches.and_then(|m| Args::from_arg_matches(&m)).unwrap_or_else(|e| match e.kind() {
+    let parsed = matches.and_then(|m| Args::from_arg_matches(&m).map(|args| (args, m)));
+    let (args, matches) = parsed.unwrap_or_else(|e| match e.kind() {
         clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
         // clap's first paragraph (the error and the allowed values), without its usage lines
         _ => fail(
             2,
             e.to_string().split("\n\n").next().unwrap_or_default().trim_start_matches("error: ").replace("\n  ", " "),
         ),
-    })
+    });
+    match &args.resume {
+        Some(dir) => resumed_args(dir, &args, &matches).unwrap_or_else(|e| fail(2, e)),
+        None => args,
+    }
+}
+
+/// The flags that `--resume` takes from the command line; the others are the run's (args.json).
+const RESUME_MAY_CHANGE: [&str; 9] = [
+    "resume",
+    "total_timesteps",
+    "num_iterations",
+    "checkpoint_interval",
+    "save_model",
+    "cuda",
+    "device_ids",
+    "torch_threads",
+    "env_threads",
+];
+
+/// `--resume DIR`: the arguments in the run's args.json, with those of `RESUME_MAY_CHANGE` that the
+/// command line gives; another flag given with a value other than the run's is an error.
+fn resumed_args(dir: &std::path::Path, given: &Args, matches: &clap::ArgMatches) -> Result<Args, String> {
+    let cannot = |why: String| format!("cannot resume {}: {why}", dir.display());
+    let json = std::fs::read_to_string(dir.join("args.json"))
+        .map_err(|e| cannot(format!("no args.json there ({e}); --resume takes a run directory, runs/<run-name>")))?;
+    let mut saved: serde_json::Value =
+        serde_json::from_str(&json).map_err(|e| cannot(format!("its args.json is damaged ({e})")))?;
+    let bin = env!("CARGO_BIN_NAME");
+    if saved["binary"] != bin {
+        let other = saved["binary"].as_str().unwrap_or("an earlier version").to_string();
+        return Err(cannot(format!("it is a run of {other}, not of {bin}")));
+    }
+    let given = serde_json::to_value(given).map_err(|e| e.to_string())?;
+    for (key, value) in given.as_object().into_iter().flatten() {
+        if matches.value_source(key) != Some(clap::parser::ValueSource::CommandLine) {
+            continue;
+        }
+        if RESUME_MAY_CHANGE.contains(&key.as_str()) {
+            saved[key] = value.clone();
+        } else if saved[key] != *value {
+            let (flag, run) = (key.replace('_', "-"), &saved[key]);
+            let may = "the run's length (to extend it), --checkpoint-interval, --save-model, --cuda and thread counts";
+            return Err(cannot(format!(
+                "--{flag} {value} is not the run's {run}; with --resume only {may} may change"
+            )));
+        }
+    }
+    serde_json::from_value(saved).map_err(|e| cannot(format!("its args.json does not fit {bin} ({e})")))
 }
 
 // value parsers: the range in which each numeric flag can work
@@ -843,7 +1187,10 @@ fn gpu_name(index: i32) -> Option<String> {
 
 /// Prints one line and exits: 2 for bad input, 1 for failures while running.
 fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
-    eprintln!("error: {msg}");
+    // under mpirun (ppo_atari_multigpu) every rank finds the same bad input: rank 0 alone says so
+    if code != 2 || std::env::var("OMPI_COMM_WORLD_RANK").map_or(true, |rank| rank == "0") {
+        eprintln!("error: {msg}");
+    }
     std::process::exit(code)
 }
 
@@ -857,6 +1204,42 @@ mod plumbing_tests {
         assert!(explained_variance(&[3.0, 3.0], &[3.0, 3.0]).is_nan(), "both constant");
         assert_eq!(explained_variance(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]), 1.0);
         assert_eq!(explained_variance(&[0.0, 0.0], &[1.0, 3.0]), 0.0);
+    }
+
+    /// A checkpoint gives back the weights, Adam's state and the running statistics bit for bit.
+    #[test]
+    fn a_checkpoint_restores_weights_adam_and_statistics_bit_for_bit() {
+        use super::*;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let make = || {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let layer = nn::linear(vs.root() / "layer", 3, 2, Default::default());
+            let optimizer = FlatAdam::new(&vs, 1e-5);
+            (vs, layer, optimizer)
+        };
+        let (_vs, layer, mut saved) = make();
+        for _ in 0..3 {
+            saved.zero_grad();
+            layer.forward(&Tensor::randn([4, 3], (Kind::Float, Device::Cpu))).square().sum(Kind::Float).backward();
+            saved.step(1e-2);
+        }
+        let rms = envs::RunningMeanStd { mean: vec![0.1, -0.2], var: vec![3.0, 1e-3], count: 5.5 };
+        let mut args = Args::try_parse_from([env!("CARGO_BIN_NAME")]).expect("the defaults parse");
+        let start = Start { iteration: 0, global_step: 0, start_time: Instant::now(), seed: 1 };
+        let mut log = RunLog::open(dir.path().to_path_buf(), &args, "cpu", 100, &start).expect("run log");
+        log.checkpoint(7, 7, 700, &saved, &[envs::SharedRms::new(rms.clone())]);
+
+        args.resume = Some(dir.path().to_path_buf());
+        let (_vs, _layer, mut restored) = make();
+        let restored_rms = envs::SharedRms::new(envs::RunningMeanStd::new(2));
+        let start = Start::new(&args, 8, &mut restored, std::slice::from_ref(&restored_rms));
+        assert_eq!((start.iteration, start.global_step), (7, 700));
+        let bits = |t: &Tensor| to_host(t).iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (a, b) in [(&saved.flat, &restored.flat), (&saved.m, &restored.m), (&saved.v, &restored.v)] {
+            assert_eq!(bits(a), bits(b));
+        }
+        assert_eq!(saved.t, restored.t);
+        assert_eq!(*restored_rms.lock(), rms);
     }
 
     /// Built as the binaries are, a process with libtorch's CUDA library finds the CUDA runtime's

@@ -22,8 +22,13 @@ pub fn family() -> Vec<(String, String)> {
 }
 
 /// Columns that measure time, not behaviour: left out when comparing runs.
-pub const TIMING_COLUMNS: &[&str] =
-    &["charts/SPS", "timing/collection_seconds", "timing/env_seconds", "timing/learning_seconds"];
+pub const TIMING_COLUMNS: &[&str] = &[
+    "charts/SPS",
+    "timing/collection_seconds",
+    "timing/env_seconds",
+    "timing/learning_seconds",
+    "timing/checkpoint_seconds",
+];
 
 /// A finished run of a binary in a fresh working directory.
 pub struct Run {
@@ -222,9 +227,14 @@ pub fn read_scalars(dir: &Path) -> Vec<(String, i64, f64)> {
 /// The run's TensorBoard events hold every `group/name` column of updates.csv at its
 /// global_step (as f32, like CleanRL's SummaryWriter) and every episode of episodes.csv.
 pub fn assert_tensorboard_matches_csvs(run: &Run) {
-    let scalars = read_scalars(&run.dir());
+    assert_tensorboard_matches_dir(&run.dir());
+}
+
+/// `assert_tensorboard_matches_csvs` for the run directory `dir`.
+pub fn assert_tensorboard_matches_dir(dir: &Path) {
+    let scalars = read_scalars(dir);
     let same = |a: f64, b: f64| (a as f32).to_bits() == (b as f32).to_bits() || (a.is_nan() && b.is_nan());
-    let updates = run.csv("updates.csv");
+    let updates = Table::read(&dir.join("updates.csv"));
     let steps = updates.col("global_step");
     let tags: Vec<&String> = updates.header.iter().filter(|h| h.contains('/')).collect();
     assert!(tags.len() > 10 && !steps.is_empty(), "{tags:?}");
@@ -235,7 +245,7 @@ pub fn assert_tensorboard_matches_csvs(run: &Run) {
             assert!(found.len() == 1 && same(found[0], value), "{tag} at {step}: csv {value}, events {found:?}");
         }
     }
-    let episodes = run.csv("episodes.csv");
+    let episodes = Table::read(&dir.join("episodes.csv"));
     for tag in ["charts/episodic_return", "charts/episodic_length"] {
         let in_events: Vec<f64> = scalars.iter().filter(|(t, _, _)| t == tag).map(|(_, _, v)| *v).collect();
         let in_csv = episodes.col(tag);

@@ -1,0 +1,159 @@
+//! `ppo_atari_multigpu` end to end: the real binary, alone (it is then `ppo_atari`) and as two MPI
+//! ranks under `mpirun`, on the shared-memory transport and on TCP (the one separate machines use).
+
+mod common;
+use common::{assert_bad_input, assert_ratio_one_and_small_kl, run, Run, Table, TIMING_COLUMNS};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ppo_atari_multigpu");
+
+/// Small and quick: 32 steps per env, 512 steps in all.
+const SMALL: &[&str] = &["--num-steps", "32", "--total-timesteps", "512", "--torch-threads", "1", "--env-threads", "1"];
+
+/// The columns only this binary writes (the largest KL over the ranks, the all-reduce's time).
+const OWN_COLUMNS: &[&str] = &["debug/max_approx_kl_of_ranks", "timing/allreduce_seconds"];
+
+/// `mpirun -np 2 BIN --cuda false ARGS` in `dir`: Open MPI as root, two ranks on two cores or fewer,
+/// extra mpirun arguments first.
+fn mpirun(dir: &std::path::Path, mpirun_args: &[&str], args: &[&str]) -> Command {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["-np", "2", "--oversubscribe"]).args(mpirun_args).arg(BIN).args(["--cuda", "false"]).args(args);
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1").current_dir(dir);
+    cmd
+}
+
+/// A finished two-rank run in a fresh directory; `--quiet`: no mpirun banners, our line is the message.
+fn run_mpi(mca: &[&str], args: &[&str]) -> Run {
+    let workdir = tempfile::tempdir().expect("temp dir");
+    let output = mpirun(workdir.path(), &[&["--quiet"], mca].concat(), args).output();
+    Run { output: output.expect("mpirun starts (scripts/setup installs openmpi-bin)"), workdir }
+}
+
+fn metrics(r: &Run) -> (Table, Table) {
+    let skip: Vec<&str> = TIMING_COLUMNS.iter().chain(OWN_COLUMNS).copied().collect();
+    (r.csv("updates.csv").without(&skip), r.csv("episodes.csv"))
+}
+
+/// Started without mpirun it is one process: `ppo_atari` exactly, the same metrics for the same
+/// arguments (`--local-num-envs` for `--num-envs`).
+#[test]
+fn one_process_is_ppo_atari() {
+    let alone = run(BIN, &[&["--local-num-envs", "2"], SMALL].concat());
+    let atari = run(env!("CARGO_BIN_EXE_ppo_atari"), &[&["--num-envs", "2"], SMALL].concat());
+    alone.assert_ok();
+    atari.assert_ok();
+    let (ours, theirs) = (metrics(&alone), metrics(&atari));
+    assert_eq!(ours.0.rows.len(), 8);
+    assert_eq!(ours.0.without(&["debug/max_approx_kl_of_ranks"]), theirs.0.without(&[]));
+    assert_eq!(ours.1, theirs.1, "episodes.csv");
+    assert!(!ours.1.rows.is_empty(), "no Breakout game finished: the check is empty");
+}
+
+/// Two ranks: ratio 1 / clipfrac 0 at the first minibatch and a small KL on every rank (the logged
+/// values are the largest over the ranks), weights identical after every update (checked by the
+/// binary, which fails otherwise), every rank's episodes; the same metrics twice for the same seed,
+/// on either transport; another seed differs.
+#[test]
+fn two_ranks_agree_on_either_transport_and_repeat() {
+    let args = [&["--local-num-envs", "2"], SMALL, &["--total-timesteps", "1024"]].concat();
+    let shm = run_mpi(&[], &args);
+    let again = run_mpi(&[], &args);
+    let tcp = run_mpi(&["--mca", "btl", "tcp,self"], &args);
+    let other = run_mpi(&[], &[&args[..], &["--seed", "2"]].concat());
+    for r in [&shm, &again, &tcp, &other] {
+        r.assert_ok();
+    }
+    let updates = shm.csv("updates.csv");
+    assert_eq!(updates.rows.len(), 8, "1024 steps of 2 ranks x 2 envs x 32 steps");
+    assert_eq!(updates.col("global_step"), (1..=8).map(|i| 128.0 * i as f64).collect::<Vec<_>>());
+    assert_ratio_one_and_small_kl(
+        &updates,
+        "debug/first_mb_max_ratio_dev",
+        "debug/first_mb_clipfrac",
+        "debug/max_approx_kl_of_ranks",
+        50,
+    );
+    let ranks: std::collections::BTreeSet<u64> =
+        shm.csv("episodes.csv").col("rank").iter().map(|&r| r as u64).collect();
+    assert_eq!(ranks, [0, 1].into(), "episodes of both ranks in episodes.csv");
+    assert_eq!(metrics(&shm), metrics(&again), "same seed, same ranks: same metrics");
+    assert_eq!(metrics(&shm), metrics(&tcp), "the TCP transport sums the same gradients");
+    assert_ne!(metrics(&shm).0, metrics(&other).0, "another seed, other metrics");
+    // one process's run differs: the two ranks' batches are averaged
+    let alone = run(BIN, &args);
+    assert_ne!(metrics(&alone).0.rows[0], metrics(&shm).0.rows[0]);
+}
+
+/// A rank killed mid-run brings the job down within seconds (no rank waits forever in an
+/// all-reduce), mpirun names the rank, and rank 0's metrics so far are kept.
+#[test]
+fn a_killed_rank_stops_the_job_and_keeps_the_metrics() {
+    let workdir = tempfile::tempdir().expect("temp dir");
+    let dir = workdir.path().to_path_buf();
+    let args = ["--local-num-envs", "2", "--num-steps", "32", "--total-timesteps", "1000000", "--torch-threads", "1"];
+    let mut child = mpirun(&dir, &[], &args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("mpirun");
+    // wait for rank 0's second update, then kill rank 1
+    let updates = || std::fs::read_dir(dir.join("runs")).ok()?.next()?.ok().map(|e| e.path().join("updates.csv"));
+    let rows = |p: &std::path::Path| std::fs::read_to_string(p).map_or(0, |s| s.lines().count().saturating_sub(1));
+    let start = Instant::now();
+    while updates().is_none_or(|p| rows(&p) < 2) {
+        assert!(start.elapsed() < Duration::from_secs(120), "no second update in 2 minutes");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let rank_1 = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            cmdline.starts_with(BIN.as_bytes())
+                && environ.split(|&b| b == 0).any(|v| v == b"OMPI_COMM_WORLD_RANK=1")
+                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir)
+        })
+        .expect("rank 1's process");
+    let killed = Instant::now();
+    Command::new("kill").args(["-9", &rank_1.to_string()]).status().expect("kill");
+    let output = loop {
+        if child.try_wait().expect("mpirun").is_some() {
+            break child.wait_with_output().expect("mpirun's output");
+        }
+        assert!(killed.elapsed() < Duration::from_secs(30), "the job still runs 30 s after rank 1 died");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("process rank 1") && stderr.contains("signal 9"), "{stderr}");
+    let kept = rows(&updates().expect("updates.csv"));
+    assert!(kept >= 2, "rank 0's metrics so far are kept: {kept} rows");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_code_2() {
+    let edges: Vec<_> = common::SHARED_FLAG_EDGES.iter().filter(|(args, _, _)| !args.contains(&"--num-envs")).collect();
+    assert_bad_input(BIN, &edges.into_iter().copied().collect::<Vec<_>>());
+    assert_bad_input(
+        BIN,
+        &[
+            (&["--local-num-envs", "0"], &[], "'0' for '--local-num-envs"),
+            (&["--num-envs", "8"], &[], "--num-envs"),
+            (&["--device-ids", "x"], &[], "'x' for '--device-ids"),
+            (&["--env-id", "CartPole-v1"], &[], "run it with ppo or ppo_lstm;"),
+            (&["--local-num-envs", "3", "--num-minibatches", "4", "--num-steps", "7"], &[], "divisible"),
+            (&["--total-timesteps", "100"], &[], "is below one batch"),
+        ],
+    );
+    // under mpirun: the same one line, from rank 0 only; exit code 2; nothing written
+    for (args, needle) in [
+        (&["--gamma", "2"][..], "'2' for '--gamma"),
+        (&["--local-num-envs", "3", "--num-steps", "7"], "divisible"),
+        (&["--local-num-envs", "2", "--num-steps", "32", "--total-timesteps", "100"], "x ranks = 128"),
+    ] {
+        let r = run_mpi(&[], args);
+        let stderr = r.stderr();
+        assert_eq!(r.output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: one line from rank 0 only: {stderr}");
+        assert!(stderr.contains(needle) && !stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!r.workdir.path().join("runs").exists(), "{args:?}: a run directory was made");
+    }
+}

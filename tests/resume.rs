@@ -1,0 +1,315 @@
+//! Checkpoints and `--resume`, every binary end to end: a run killed midway continues from its
+//! checkpoint with no row lost or repeated; resuming twice from one checkpoint gives the same
+//! metrics; bad checkpoints, other runs and conflicting flags are one line, exit code 2, nothing
+//! written.
+
+mod common;
+use common::{Table, TIMING_COLUMNS};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const PPO: &str = env!("CARGO_BIN_EXE_ppo");
+
+/// Every binary with a configuration of two short updates (`--total-timesteps` of two; four are the
+/// extension), the flag that sets the run's length and its columns for the ratio == 1 check.
+struct Variant {
+    bin: &'static str,
+    args: &'static [&'static str],
+    /// the flag of the run's length, and its values for two updates and for four
+    length: (&'static str, &'static str, &'static str),
+}
+
+const VARIANTS: &[Variant] = &[
+    Variant { bin: PPO, args: &["--num-steps", "32"], length: ("--total-timesteps", "256", "512") },
+    Variant {
+        bin: env!("CARGO_BIN_EXE_ppo_atari"),
+        args: &["--num-envs", "2", "--num-steps", "32", "--torch-threads", "1", "--env-threads", "1"],
+        length: ("--total-timesteps", "128", "256"),
+    },
+    Variant {
+        bin: env!("CARGO_BIN_EXE_ppo_atari_multigpu"),
+        args: &["--local-num-envs", "2", "--num-steps", "32", "--torch-threads", "1", "--env-threads", "1"],
+        length: ("--total-timesteps", "128", "256"),
+    },
+    Variant {
+        bin: env!("CARGO_BIN_EXE_ppo_continuous"),
+        args: &["--env-id", "Pendulum-v1", "--num-steps", "64"],
+        length: ("--total-timesteps", "128", "256"),
+    },
+    Variant {
+        bin: env!("CARGO_BIN_EXE_ppo_lstm"),
+        args: &["--env-id", "CartPoleNoVel-v1", "--num-envs", "4", "--num-steps", "32", "--torch-threads", "1"],
+        length: ("--total-timesteps", "256", "512"),
+    },
+    Variant {
+        bin: env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"),
+        args: &["--env-id", "GridHarvest-v0", "--num-envs", "4", "--num-steps", "32", "--torch-threads", "1"],
+        length: ("--total-timesteps", "256", "512"),
+    },
+    Variant {
+        bin: env!("CARGO_BIN_EXE_ppo_multilevel"),
+        args: &[
+            "--env-id",
+            "ResSim-case1",
+            "--num-envs",
+            "10",
+            "--levels",
+            "15,30,61",
+            "--level-steps",
+            "20,5,5",
+            "--level-minibatch-size",
+            "40,10,10",
+        ],
+        length: ("--num-iterations", "2", "4"),
+    },
+];
+
+/// Runs `bin --cuda false ARGS` in `dir` to its end.
+fn run_in(dir: &Path, bin: &str, args: &[&str]) -> Output {
+    let output = Command::new(bin).args(["--cuda", "false"]).args(args).current_dir(dir).output();
+    output.expect("the binary starts")
+}
+
+fn ok(output: &Output) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{}: {stderr}", output.status);
+}
+
+/// The one run directory under `dir/runs`.
+fn run_dir(dir: &Path) -> PathBuf {
+    let runs: Vec<PathBuf> =
+        std::fs::read_dir(dir.join("runs")).expect("runs/").map(|e| e.expect("entry").path()).collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs.into_iter().next().expect("one run")
+}
+
+/// updates.csv without the columns that measure time, and episodes.csv.
+fn metrics(run: &Path) -> (Table, Table) {
+    let updates = Table::read(&run.join("updates.csv"));
+    let timing: Vec<&str> = updates.header.iter().map(String::as_str).filter(|h| h.starts_with("timing/")).collect();
+    (updates.without(&[TIMING_COLUMNS, &timing].concat()), Table::read(&run.join("episodes.csv")))
+}
+
+/// Every file of a directory and its contents, to show that nothing was written.
+fn contents(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = walk(dir).into_iter().map(|p| (p.clone(), std::fs::read(&p).expect("file"))).collect();
+    files.sort();
+    files
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flat_map(|e| {
+                    let p = e.expect("entry").path();
+                    if p.is_dir() {
+                        walk(&p)
+                    } else {
+                        vec![p]
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Each binary: two updates with a checkpoint at the end, then `--resume` to four. The resumed
+/// updates start with ratio == 1 at their first minibatch, the logs hold one row per iteration in
+/// order, TensorBoard matches the CSVs; a second resume from a copy of the same checkpoint gives
+/// the same metrics.
+#[test]
+fn every_binary_resumes_from_its_checkpoint() {
+    for v in VARIANTS {
+        let work = tempfile::tempdir().expect("temp dir");
+        let (flag, two, four) = v.length;
+        ok(&run_in(work.path(), v.bin, &[v.args, &[flag, two]].concat()));
+        let dir = run_dir(work.path());
+        assert!(dir.join("checkpoint.safetensors").is_file(), "{}: no checkpoint after the last update", v.bin);
+        let copy = tempfile::tempdir().expect("temp dir");
+        let copied = copy.path().join("run");
+        copy_dir(&dir, &copied);
+
+        let resume = |dir: &Path| run_in(work.path(), v.bin, &["--resume", dir.to_str().expect("utf-8"), flag, four]);
+        ok(&resume(&dir));
+        ok(&resume(&copied));
+        let updates = Table::read(&dir.join("updates.csv"));
+        assert_eq!(updates.col("iteration"), vec![1.0, 2.0, 3.0, 4.0], "{}", v.bin);
+        assert_ratio_one(&updates, v.bin);
+        assert_eq!(metrics(&dir), metrics(&copied), "{}: two resumes from one checkpoint differ", v.bin);
+        common::assert_tensorboard_matches_dir(&dir);
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("dir") {
+        let e = e.expect("entry");
+        std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+    }
+}
+
+/// `ppo` with CleanRL's defaults, killed with SIGKILL at about 40% of its updates, then resumed:
+/// updates.csv holds each iteration once, in order (rows logged after the checkpoint are dropped),
+/// episodes.csv's steps never go back, TensorBoard matches, and the run still solves CartPole
+/// (last-20 mean >= 475, as the uninterrupted run of this seed does in tests/ppo.rs).
+#[test]
+fn a_killed_run_resumes_without_losing_or_repeating_a_row() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let mut child = Command::new(PPO)
+        .args(["--cuda", "false", "--seed", "1"])
+        .current_dir(work.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ppo starts");
+    let rows = |p: &Path| std::fs::read_to_string(p).map_or(0, |s| s.lines().count().saturating_sub(1));
+    let started = Instant::now();
+    let dir = loop {
+        let dir = std::fs::read_dir(work.path().join("runs"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .map(|e| e.expect("entry").path());
+        if let Some(dir) =
+            dir.filter(|d| rows(&d.join("updates.csv")) >= 400 && d.join("checkpoint.safetensors").exists())
+        {
+            break dir;
+        }
+        assert!(started.elapsed() < Duration::from_secs(300), "no 400th update in 5 minutes");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().expect("SIGKILL");
+    child.wait().expect("killed");
+    let logged = rows(&dir.join("updates.csv"));
+    assert!(logged < 976, "the run ended before it was killed");
+
+    ok(&run_in(work.path(), PPO, &["--resume", dir.to_str().expect("utf-8")]));
+    let updates = Table::read(&dir.join("updates.csv"));
+    assert_eq!(updates.col("iteration"), (1..=976).map(|i| i as f64).collect::<Vec<_>>(), "one row per iteration");
+    assert_eq!(updates.col("global_step"), (1..=976).map(|i| 512.0 * i as f64).collect::<Vec<_>>());
+    let episodes = Table::read(&dir.join("episodes.csv"));
+    let steps = episodes.col("global_step");
+    assert!(steps.windows(2).all(|w| w[0] <= w[1]) && steps.iter().all(|&s| s <= 499_712.0), "episode steps in order");
+    let returns = episodes.col("charts/episodic_return");
+    let last_20 = returns.iter().rev().take(20).sum::<f64>() / 20.0;
+    assert!(last_20 >= 475.0, "last-20 mean {last_20} after resuming at update ~{logged}");
+    common::assert_tensorboard_matches_dir(&dir);
+}
+
+/// Ratio == 1 and nothing clipped at the first minibatch of every update (resumed ones included),
+/// in every batch's columns (ppo_multilevel has one per level): the loaded weights are the ones
+/// that collected the rollout.
+fn assert_ratio_one(updates: &Table, bin: &str) {
+    let columns = |suffix: &str| updates.header.iter().filter(|h| h.ends_with(suffix)).cloned().collect::<Vec<_>>();
+    let (ratio, clip) = (columns("first_mb_max_ratio_dev"), columns("first_mb_clipfrac"));
+    assert!(!ratio.is_empty() && ratio.len() == clip.len(), "{bin}: {:?}", updates.header);
+    for (r, c) in ratio.iter().zip(&clip) {
+        assert!(updates.col(r).iter().all(|&dev| dev <= 1e-5), "{bin}: {r} {:?}", updates.col(r));
+        assert!(updates.col(c).iter().all(|&f| f == 0.0), "{bin}: {c} {:?}", updates.col(c));
+    }
+}
+
+/// A crash while a checkpoint is written leaves the temporary file half written and the previous
+/// checkpoint in place (the new one replaces it by a rename only once complete): the run resumes
+/// from the previous one, and its next checkpoint replaces the half-written file.
+#[test]
+fn a_checkpoint_write_cut_short_leaves_the_previous_one_loadable() {
+    let work = tempfile::tempdir().expect("temp dir");
+    ok(&run_in(work.path(), PPO, &["--num-steps", "32", "--total-timesteps", "256"]));
+    let dir = run_dir(work.path());
+    let checkpoint = std::fs::read(dir.join("checkpoint.safetensors")).expect("checkpoint");
+    std::fs::write(dir.join("checkpoint.tmp.safetensors"), &checkpoint[..checkpoint.len() / 2]).expect("write");
+    ok(&run_in(work.path(), PPO, &["--resume", dir.to_str().expect("utf-8"), "--total-timesteps", "512"]));
+    assert_eq!(Table::read(&dir.join("updates.csv")).col("iteration"), vec![1.0, 2.0, 3.0, 4.0]);
+    assert!(!dir.join("checkpoint.tmp.safetensors").exists(), "the half-written file is left behind");
+}
+
+/// Every bad `--resume`: one line naming the problem, exit code 2, no panic, nothing written
+/// (every file of the working directory byte for byte the same).
+#[test]
+fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
+    let work = tempfile::tempdir().expect("temp dir");
+    ok(&run_in(work.path(), PPO, &["--num-steps", "32", "--total-timesteps", "256"]));
+    let run = run_dir(work.path());
+    let variant = |name: &str, change: &dyn Fn(&Path)| {
+        let dir = work.path().join(name);
+        copy_dir(&run, &dir);
+        change(&dir);
+        dir
+    };
+    let checkpoint = |dir: &Path| dir.join("checkpoint.safetensors");
+    let bytes = std::fs::read(checkpoint(&run)).expect("checkpoint");
+    let empty = work.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let no_checkpoint = variant("no-checkpoint", &|d| std::fs::remove_file(checkpoint(d)).expect("rm"));
+    let garbage = variant("garbage", &|d| std::fs::write(checkpoint(d), b"not a checkpoint").expect("write"));
+    let truncated = variant("truncated", &|d| std::fs::write(checkpoint(d), &bytes[..bytes.len() - 100]).expect("w"));
+    let flipped = variant("flipped", &|d| {
+        let mut b = bytes.clone();
+        let last = b.len() - 1000; // in the tensors' data, past the header
+        b[last] ^= 1;
+        std::fs::write(checkpoint(d), b).expect("write");
+    });
+    let other_env = variant("other-env", &|d| {
+        let args = std::fs::read_to_string(d.join("args.json")).expect("args.json");
+        std::fs::write(d.join("args.json"), args.replace("CartPole-v1", "Acrobot-v1")).expect("write");
+    });
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let (run_s, atari) = (s(&run), env!("CARGO_BIN_EXE_ppo_atari"));
+    let cases: Vec<(&str, Vec<String>, &str)> = vec![
+        (PPO, vec!["--resume".into(), "/nonexistent/run".into()], "no args.json there"),
+        (PPO, vec!["--resume".into(), s(&empty)], "no args.json there"),
+        (PPO, vec!["--resume".into(), s(&no_checkpoint), "--total-timesteps".into(), "512".into()], "no checkpoint"),
+        (PPO, vec!["--resume".into(), s(&garbage), "--total-timesteps".into(), "512".into()], "damaged or truncated"),
+        (PPO, vec!["--resume".into(), s(&truncated), "--total-timesteps".into(), "512".into()], "damaged or truncated"),
+        (PPO, vec!["--resume".into(), s(&flipped), "--total-timesteps".into(), "512".into()], "checksum"),
+        (PPO, vec!["--resume".into(), s(&other_env), "--total-timesteps".into(), "512".into()], "on CartPole-v1, not"),
+        (atari, vec!["--resume".into(), run_s.clone()], "it is a run of ppo, not of ppo_atari"),
+        (PPO, vec!["--resume".into(), run_s.clone(), "--learning-rate".into(), "0.1".into()], "--learning-rate 0.1"),
+        (
+            PPO,
+            vec!["--resume".into(), run_s.clone(), "--num-envs".into(), "8".into()],
+            "--num-envs 8 is not the run's 4",
+        ),
+        (PPO, vec!["--resume".into(), run_s.clone()], "is complete (2 of 2 iterations)"),
+    ];
+    let before = contents(work.path());
+    for (bin, args, needle) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = run_in(work.path(), bin, &args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: one line: {stderr}");
+        assert!(stderr.contains(needle) && !stderr.contains("panicked"), "{args:?}: expected '{needle}': {stderr}");
+        assert!(contents(work.path()) == before, "{args:?}: something was written");
+    }
+    // the run's own values and the flags that may change are accepted
+    ok(&run_in(work.path(), PPO, &["--resume", &run_s, "--learning-rate", "2.5e-4", "--total-timesteps", "512"]));
+}
+
+/// `ppo_atari_multigpu` under `mpirun -np 2`: rank 0 writes the checkpoint, every rank loads it;
+/// the resumed updates keep ratio == 1 and the ranks' weights identical (checked by the binary).
+#[test]
+fn two_ranks_resume_from_rank_0s_checkpoint() {
+    let bin = env!("CARGO_BIN_EXE_ppo_atari_multigpu");
+    let work = tempfile::tempdir().expect("temp dir");
+    let mpirun = |args: &[&str]| {
+        let mut cmd = Command::new("mpirun");
+        cmd.args(["-np", "2", "--oversubscribe", "--quiet", bin, "--cuda", "false"]).args(args);
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1").current_dir(work.path());
+        cmd.output().expect("mpirun starts (scripts/setup installs openmpi-bin)")
+    };
+    let small = ["--local-num-envs", "2", "--num-steps", "32", "--torch-threads", "1", "--env-threads", "1"];
+    ok(&mpirun(&[&small[..], &["--total-timesteps", "256"]].concat()));
+    let dir = run_dir(work.path());
+    let dir_s = dir.to_str().expect("utf-8");
+    ok(&mpirun(&["--resume", dir_s, "--total-timesteps", "512"]));
+    let updates = Table::read(&dir.join("updates.csv"));
+    assert_eq!(updates.col("iteration"), vec![1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(updates.col("global_step"), vec![128.0, 256.0, 384.0, 512.0]);
+    assert_ratio_one(&updates, bin);
+    // one process cannot continue a run of two
+    let alone = run_in(work.path(), bin, &["--resume", dir_s, "--total-timesteps", "1024"]);
+    assert_eq!(alone.status.code(), Some(2), "{}", String::from_utf8_lossy(&alone.stderr));
+}
