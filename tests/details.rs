@@ -87,18 +87,21 @@ const ARTICLE: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Details beyond the article, numbered here.
+const EXTRA: &[&str] = &["KL-adaptive learning rate (TUM end-to-end RL report 3.6, rsl_rl's rule)"];
+
 const MULTILEVEL: &str = "Multilevel";
 const MULTILEVEL_FILE: &str = "src/bin/ppo_multilevel.rs";
-const CATEGORIES: [&str; 7] = ["Core", "Atari", "Continuous", "LSTM", "MultiDiscrete", "Aux", MULTILEVEL];
+const CATEGORIES: [&str; 8] = ["Core", "Atari", "Continuous", "LSTM", "MultiDiscrete", "Aux", "Extra", MULTILEVEL];
 
 /// Ranges of details: (category, first, last).
 type Ranges = &'static [(&'static str, u32, u32)];
 
 /// The details each variant adds to its parent's.
 const OWN: &[(&str, Ranges)] = &[
-    ("ppo", &[("Core", 1, 13), ("Aux", 3, 3)]),
+    ("ppo", &[("Core", 1, 13), ("Aux", 1, 1), ("Aux", 3, 3)]),
     ("ppo_atari", &[("Atari", 1, 9)]),
-    ("ppo_continuous", &[("Continuous", 1, 9)]),
+    ("ppo_continuous", &[("Continuous", 1, 9), ("Extra", 1, 1)]),
     ("ppo_multilevel", &[(MULTILEVEL, 1, 6)]),
     ("ppo_lstm", &[("LSTM", 1, 5)]),
     ("ppo_multidiscrete_mask", &[("MultiDiscrete", 1, 1), ("Aux", 4, 4)]),
@@ -106,8 +109,10 @@ const OWN: &[(&str, Ranges)] = &[
 ];
 
 /// Categories a variant does not inherit from its ancestors, and why.
-const DROPPED: &[(&str, &str, &str)] =
-    &[("ppo_multidiscrete_mask", "Atari", "its envs are one-hot grids, not Atari games: no Atari wrappers, no pixels")];
+const DROPPED: &[(&str, &str, &str)] = &[
+    ("ppo_multidiscrete_mask", "Atari", "its envs are one-hot grids, not Atari games: no Atari wrappers, no pixels"),
+    ("ppo_multilevel", "Extra", "its MLMC loss mixes levels; the KL rule is defined for one policy on one batch"),
+];
 
 type Detail = (&'static str, u32);
 
@@ -128,7 +133,7 @@ fn family_order() -> Vec<String> {
 /// (`//!   N. name`, continuation lines indented) in the header of `src/bin/ppo_multilevel.rs`.
 fn catalogue() -> BTreeMap<Detail, String> {
     let mut all = BTreeMap::new();
-    for (cat, names) in ARTICLE {
+    for (cat, names) in ARTICLE.iter().chain([&("Extra", EXTRA)]) {
         for (i, name) in names.iter().enumerate() {
             all.insert((*cat, i as u32 + 1), name.to_string());
         }
@@ -287,8 +292,8 @@ fn render() -> String {
          Every implementation detail is tagged where it acts by a comment naming it\n\
          (`// Core 7: per-minibatch advantage normalization`); here, per detail, every tagged line of\n\
          each binary. Numbers and names: the index of \"The 37 Implementation Details of PPO\" (Core,\n\
-         Atari, Continuous, LSTM, MultiDiscrete; its four situational details are Aux 1–4), and for\n\
-         Multilevel the header of `src/bin/ppo_multilevel.rs`. A table has a column for each binary\n\
+         Atari, Continuous, LSTM, MultiDiscrete; its four situational details are Aux 1–4), Extra for\n\
+         details beyond the article, and for Multilevel the header of `src/bin/ppo_multilevel.rs`. A table has a column for each binary\n\
          with a tag of its category; an empty cell: that binary does not implement the detail.\n\
          `tests/details.rs` also checks that each variant carries the tags of its own details and of\n\
          its parent's (`diffs/family.txt`).\n",
@@ -392,6 +397,19 @@ fn variants_carry_their_tags() {
         }
     }
     assert!(missing.is_empty(), "{}\n(tag each detail where it acts: `// Category N: name`)", missing.join("\n"));
+}
+
+/// Every detail of the article (Core, Atari, Continuous, LSTM, MultiDiscrete, Aux 1-4) and every
+/// extra one is implemented by some binary.
+#[test]
+fn every_detail_is_implemented_somewhere() {
+    let (details, tags) = (catalogue(), tags());
+    let missing: Vec<String> = details
+        .iter()
+        .filter(|(d, _)| !tags.values().flatten().any(|t| t.detail == **d))
+        .map(|((c, n), name)| format!("{c} {n}: {name}"))
+        .collect();
+    assert!(missing.is_empty(), "no binary implements:\n{}", missing.join("\n"));
 }
 
 #[test]

@@ -144,3 +144,27 @@ fn runs_started_together_never_share_a_directory() {
         dirs.iter().map(|d| d.to_string_lossy().trim_end_matches("-2").to_string()).collect();
     assert!(suffixed == 0 || names.len() < dirs.len(), "a -2 suffix only where names collided");
 }
+
+/// Aux 1: with `--anneal-clip` the clip coefficient in use (`charts/clip_coef`) decays linearly to
+/// 0 with the learning rate's fraction, 0.2 x (1 - (i - 1) / N); without it, it stays 0.2. The
+/// ratio == 1 / small-KL checks hold either way.
+#[test]
+fn anneal_clip_decays_the_clip_coefficient_linearly() {
+    for (flags, annealed) in [(&["--anneal-clip"][..], true), (&[][..], false)] {
+        let r = run(BIN, &[SHORT, flags].concat());
+        r.assert_ok();
+        let updates = r.csv("updates.csv");
+        let n = updates.rows.len() as f64;
+        for (i, clip) in updates.col("charts/clip_coef").into_iter().enumerate() {
+            let want = if annealed { 0.2 * (1.0 - i as f64 / n) } else { 0.2 };
+            assert!((clip - want).abs() < 1e-12, "update {}: clip_coef {clip}, expected {want}", i + 1);
+        }
+        assert_ratio_one_and_small_kl(
+            &updates,
+            "debug/first_mb_max_ratio_dev",
+            "debug/first_mb_clipfrac",
+            "losses/approx_kl",
+            50,
+        );
+    }
+}

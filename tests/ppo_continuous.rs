@@ -110,6 +110,61 @@ fn save_model_keeps_observation_statistics_and_evaluates() {
     assert!(returns.iter().all(|r| r.is_finite()), "{returns:?}");
 }
 
+/// Extra 1: with `--adaptive-lr`, one minibatch and two epochs (the first adaptation sees a KL of
+/// exactly 0, the policy not having moved, and changes nothing; the second sees the logged
+/// `debug/adaptive_kl`), each update's learning rate is rsl_rl's rule applied to the previous one,
+/// starting from `--learning-rate`; with a large rate and more epochs the KL passes twice the
+/// target, so the rate goes down too; the ratio == 1 check holds.
+#[test]
+fn adaptive_lr_follows_the_rule_from_the_logged_kl() {
+    let rule = |lr: f64, kl: f64, desired: f64| {
+        if kl > 2.0 * desired {
+            (lr / 1.5).max(1e-5)
+        } else if kl > 0.0 && kl < desired / 2.0 {
+            (lr * 1.5).min(1e-2)
+        } else {
+            lr
+        }
+    };
+    let mut directions = std::collections::BTreeSet::new();
+    for (epochs, lr) in [("2", "3e-4"), ("4", "5e-3")] {
+        let args = ["--adaptive-lr", "--num-steps", "256", "--num-minibatches", "1", "--update-epochs", epochs];
+        let r = run(
+            BIN,
+            &[&args[..], &["--learning-rate", lr, "--env-id", "Pendulum-v1", "--total-timesteps", "5120"]].concat(),
+        );
+        r.assert_ok();
+        let u = r.csv("updates.csv");
+        let (rates, kls) = (u.col("charts/learning_rate"), u.col("debug/adaptive_kl"));
+        assert!(kls.iter().all(|k| k.is_finite() && *k >= 0.0), "{kls:?}");
+        if epochs == "2" {
+            let mut prev: f64 = lr.parse().expect("a number");
+            for (i, (&rate, &kl)) in rates.iter().zip(&kls).enumerate() {
+                assert_eq!(rate, rule(prev, kl, 0.01), "update {}: KL {kl}, previous rate {prev}", i + 1);
+                prev = rate;
+            }
+        }
+        for w in rates.windows(2) {
+            directions.insert(w[1].partial_cmp(&w[0]).expect("finite rates"));
+        }
+        assert!(rates.iter().all(|&r| (1e-5..=1e-2).contains(&r)), "{rates:?}");
+        let dev = u.col("debug/first_mb_max_ratio_dev");
+        assert!(dev.iter().all(|&d| d <= 1e-5), "{dev:?}");
+    }
+    assert!(directions.contains(&std::cmp::Ordering::Greater), "the rate never went up");
+    assert!(directions.contains(&std::cmp::Ordering::Less), "the rate never went down");
+}
+
+/// Aux 1 with value clipping: `--anneal-clip` logs a linearly decaying clip coefficient here too.
+#[test]
+fn anneal_clip_decays_the_clip_coefficient() {
+    let r = run(BIN, &[PENDULUM, &["--anneal-clip"]].concat());
+    r.assert_ok();
+    let clip = r.csv("updates.csv").col("charts/clip_coef");
+    let want = [0.2, 0.16, 0.12, 0.08, 0.04];
+    assert!(clip.len() == 5 && clip.iter().zip(want).all(|(c, w)| (c - w).abs() < 1e-12), "{clip:?}");
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
     common::assert_bad_input(BIN, common::SHARED_FLAG_EDGES);
@@ -119,6 +174,10 @@ fn bad_input_is_one_line_and_exit_code_2() {
             (&["--env-id", "NoSuchEnv-v9"], &[], "NoSuchEnv-v9"),
             (&["--env-id", "CartPole-v1"], &[], "run it with ppo or ppo_lstm;"),
             (&["--num-steps", "100", "--num-minibatches", "32"], &[], "divisible"),
+            (&["--adaptive-lr", "--anneal-lr"], &[], "without --anneal-lr"),
+            (&["--adaptive-lr", "--anneal-lr=false"], &[], "without --anneal-lr"),
+            (&["--desired-kl", "0"], &[], "'0' for '--desired-kl"),
+            (&["--desired-kl", "nan"], &[], "'nan' for '--desired-kl"),
             (
                 &[],
                 &[("MUJOCO_DIR", "/nonexistent")],

@@ -313,3 +313,31 @@ fn two_ranks_resume_from_rank_0s_checkpoint() {
     let alone = run_in(work.path(), bin, &["--resume", dir_s, "--total-timesteps", "1024"]);
     assert_eq!(alone.status.code(), Some(2), "{}", String::from_utf8_lossy(&alone.stderr));
 }
+
+/// `ppo_continuous --adaptive-lr` carries its learning rate from update to update: the checkpoint
+/// keeps it, so the first resumed update applies the rule to the rate the run stood at (one
+/// minibatch, two epochs: the first adaptation sees a KL of exactly 0 and changes nothing, the
+/// second sees the logged KL).
+#[test]
+fn the_adaptive_learning_rate_survives_a_resume() {
+    let bin = env!("CARGO_BIN_EXE_ppo_continuous");
+    let work = tempfile::tempdir().expect("temp dir");
+    let args = ["--env-id", "Pendulum-v1", "--adaptive-lr", "--num-steps", "64", "--num-minibatches", "1"];
+    ok(&run_in(work.path(), bin, &[&args[..], &["--update-epochs", "2", "--total-timesteps", "128"]].concat()));
+    let dir = run_dir(work.path());
+    ok(&run_in(work.path(), bin, &["--resume", dir.to_str().expect("utf-8"), "--total-timesteps", "256"]));
+    let updates = Table::read(&dir.join("updates.csv"));
+    let (rates, kls) = (updates.col("charts/learning_rate"), updates.col("debug/adaptive_kl"));
+    let rule = |lr: f64, kl: f64| {
+        if kl > 0.02 {
+            (lr / 1.5).max(1e-5)
+        } else if kl > 0.0 && kl < 0.005 {
+            (lr * 1.5).min(1e-2)
+        } else {
+            lr
+        }
+    };
+    assert_eq!(rates.len(), 4);
+    assert_eq!(rates[2], rule(rates[1], kls[2]), "the resumed update starts from the checkpoint's rate: {rates:?}");
+    assert_ne!(rates[2], rule(3e-4, kls[2]), "(the check can tell the checkpoint's rate from --learning-rate)");
+}

@@ -101,6 +101,9 @@ struct Args {
     /// the surrogate clipping coefficient
     #[arg(long, default_value_t = 0.1, value_parser = positive)]
     clip_coef: f64,
+    /// anneal the clip coefficient (policy and value clipping) linearly to 0 over the run
+    #[arg(long, default_value_t = false)]
+    anneal_clip: bool,
     /// use a clipped loss for the value function, as in the paper
     #[arg(long, default_value_t = true)]
     clip_vloss: bool,
@@ -327,8 +330,10 @@ fn main() {
 
     for iteration in start.iteration + 1..=num_iterations {
         // Core 4: learning-rate annealing, linearly to 0
-        let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / num_iterations as f64 } else { 1.0 };
-        let lr = frac * args.learning_rate;
+        let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
+        let lr = if args.anneal_lr { frac } else { 1.0 } * args.learning_rate;
+        // Aux 1: clip-range annealing, with the same fraction
+        let clip_coef = if args.anneal_clip { frac } else { 1.0 } * args.clip_coef;
         let mut finished = Vec::new(); // this rank's episodes, for rank 0's log
 
         for step in 0..num_steps {
@@ -409,7 +414,7 @@ fn main() {
                 ratios.push(ratio.detach());
                 if epoch == 0 && start == 0 {
                     let max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
-                    first = Some(FirstMinibatch { max_ratio_dev, clipfrac: clipfrac(&ratios, args.clip_coef) });
+                    first = Some(FirstMinibatch { max_ratio_dev, clipfrac: clipfrac(&ratios, clip_coef) });
                 }
 
                 let mut mb_advantages = advantages_mbs[mb].shallow_clone();
@@ -421,7 +426,7 @@ fn main() {
 
                 // Core 8: clipped surrogate objective
                 let pg_loss1 = -&mb_advantages * &ratio;
-                let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - args.clip_coef, 1.0 + args.clip_coef);
+                let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef);
                 let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
 
                 let newvalue = newvalue.view([-1]);
@@ -430,7 +435,7 @@ fn main() {
                     // Core 9: value-function loss clipping
                     let mb_values = &values_mbs[mb];
                     let v_loss_unclipped = (&newvalue - mb_returns).square();
-                    let v_clipped = mb_values + (&newvalue - mb_values).clamp(-args.clip_coef, args.clip_coef);
+                    let v_clipped = mb_values + (&newvalue - mb_values).clamp(-clip_coef, clip_coef);
                     let v_loss_clipped = (v_clipped - mb_returns).square();
                     0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
                 } else {
@@ -495,12 +500,13 @@ fn main() {
             ("iteration", iteration as f64),
             ("global_step", global_step as f64),
             ("charts/learning_rate", lr),
+            ("charts/clip_coef", clip_coef),
             ("losses/value_loss", v_loss),
             ("losses/policy_loss", pg_loss),
             ("losses/entropy", entropy),
             ("losses/old_approx_kl", last.old_approx_kl.double_value(&[])),
             ("losses/approx_kl", last.approx_kl.double_value(&[])),
-            ("losses/clipfrac", clipfrac(&ratios, args.clip_coef).double_value(&[])),
+            ("losses/clipfrac", clipfrac(&ratios, clip_coef).double_value(&[])),
             ("losses/explained_variance", explained_variance(&b_values_host, &returns)),
             ("charts/SPS", sps),
             ("debug/first_mb_max_ratio_dev", worst[0]),
@@ -521,7 +527,7 @@ fn main() {
             let losses = format!("policy loss {pg_loss}, value loss {v_loss}, entropy {entropy}");
             log.fail(format!("the loss became non-finite at update {iteration} ({losses})"));
         }
-        log.checkpoint(iteration, num_iterations, global_step, &optimizer, &[]);
+        log.checkpoint(iteration, num_iterations, global_step, lr, &optimizer, &[]);
     }
 
     if let (true, Some(log)) = (args.save_model, &log) {
@@ -972,6 +978,7 @@ impl RunLog {
         iteration: usize,
         num_iterations: usize,
         global_step: u64,
+        learning_rate: f64,
         optimizer: &FlatAdam,
         stats: &[envs::SharedRms],
     ) {
@@ -995,6 +1002,7 @@ impl RunLog {
             iteration,
             global_step,
             adam_step: optimizer.t,
+            learning_rate,
             elapsed_seconds: self.start_time.elapsed().as_secs_f64(),
             stats: stats.len(),
             checksum: checksum(&tensors),
@@ -1059,6 +1067,9 @@ struct Start {
     start_time: Instant,
     /// the envs' seed: `--seed`, or when resuming one derived from it and the iteration
     seed: u64,
+    /// the learning rate of the last update (`--learning-rate` for a new run), where a variant adapts it
+    #[allow(dead_code)] // read by ppo_continuous's --adaptive-lr
+    learning_rate: f64,
 }
 
 impl Start {
@@ -1068,7 +1079,8 @@ impl Start {
     /// checkpoints: one line, exit code 2, nothing written.
     fn new(args: &Args, num_iterations: usize, optimizer: &mut FlatAdam, stats: &[envs::SharedRms]) -> Start {
         let Some(dir) = &args.resume else {
-            return Start { iteration: 0, global_step: 0, start_time: Instant::now(), seed: args.seed };
+            let (start_time, seed, learning_rate) = (Instant::now(), args.seed, args.learning_rate);
+            return Start { iteration: 0, global_step: 0, start_time, seed, learning_rate };
         };
         let (meta, tensors) = read_checkpoint(dir, &args.env_id).unwrap_or_else(|e| fail(2, e));
         let tensor = |name: &str| tensors.get(name).ok_or_else(|| format!("{}: no {name}", dir.display()));
@@ -1105,7 +1117,8 @@ impl Start {
         tch::manual_seed(seed as i64);
         let elapsed = std::time::Duration::from_secs_f64(meta.elapsed_seconds);
         let start_time = Instant::now().checked_sub(elapsed).unwrap_or_else(Instant::now);
-        Start { iteration: meta.iteration, global_step: meta.global_step, start_time, seed }
+        let (iteration, global_step, learning_rate) = (meta.iteration, meta.global_step, meta.learning_rate);
+        Start { iteration, global_step, start_time, seed, learning_rate }
     }
 }
 
@@ -1117,6 +1130,8 @@ struct CheckpointMeta {
     iteration: usize,
     global_step: u64,
     adam_step: i32,
+    /// the learning rate of the last update
+    learning_rate: f64,
     elapsed_seconds: f64,
     /// how many running statistics (`rms.0`, `rms.1`, ...)
     stats: usize,
@@ -1351,9 +1366,9 @@ mod plumbing_tests {
         }
         let rms = envs::RunningMeanStd { mean: vec![0.1, -0.2], var: vec![3.0, 1e-3], count: 5.5 };
         let mut args = Args::try_parse_from([env!("CARGO_BIN_NAME")]).expect("the defaults parse");
-        let start = Start { iteration: 0, global_step: 0, start_time: Instant::now(), seed: 1 };
+        let start = Start { iteration: 0, global_step: 0, start_time: Instant::now(), seed: 1, learning_rate: 1e-3 };
         let mut log = RunLog::open(dir.path().to_path_buf(), &args, "cpu", 100, &start).expect("run log");
-        log.checkpoint(7, 7, 700, &saved, &[envs::SharedRms::new(rms.clone())]);
+        log.checkpoint(7, 7, 700, 1e-3, &saved, &[envs::SharedRms::new(rms.clone())]);
 
         args.resume = Some(dir.path().to_path_buf());
         let (_vs, _layer, mut restored) = make();

@@ -67,9 +67,16 @@ struct Args {
     /// the number of steps to run in each environment per policy rollout
     #[arg(long, default_value_t = 2048, value_parser = at_least_one)]
     num_steps: usize,
-    /// anneal the learning rate linearly to 0 over the run
+    /// anneal the learning rate linearly to 0 over the run (not with --adaptive-lr)
     #[arg(long, default_value_t = true)]
     anneal_lr: bool,
+    /// adapt the learning rate to the policy's KL after every minibatch instead of annealing it
+    /// (rsl_rl's rule: / 1.5 above 2 x --desired-kl, x 1.5 below half of it; within [1e-5, 1e-2])
+    #[arg(long, default_value_t = false)]
+    adaptive_lr: bool,
+    /// the KL between the rollout's policy and the current one that --adaptive-lr aims at
+    #[arg(long, default_value_t = 0.01, value_parser = positive)]
+    desired_kl: f64,
     /// the discount factor gamma
     #[arg(long, default_value_t = 0.99, value_parser = unit_interval)]
     gamma: f64,
@@ -88,6 +95,9 @@ struct Args {
     /// the surrogate clipping coefficient
     #[arg(long, default_value_t = 0.2, value_parser = positive)]
     clip_coef: f64,
+    /// anneal the clip coefficient (policy and value clipping) linearly to 0 over the run
+    #[arg(long, default_value_t = false)]
+    anneal_clip: bool,
     /// use a clipped loss for the value function, as in the paper
     #[arg(long, default_value_t = true)]
     clip_vloss: bool,
@@ -118,6 +128,8 @@ fn check_args(a: &Args) -> Result<(), String> {
     } else if a.total_timesteps < batch_size as u64 {
         let total = a.total_timesteps;
         Err(format!("--total-timesteps ({total}) is below one batch (--num-envs x --num-steps = {batch_size})"))
+    } else if a.adaptive_lr && std::env::args().any(|f| f == "--anneal-lr" || f.starts_with("--anneal-lr=")) {
+        Err("--adaptive-lr sets the learning rate itself: give it without --anneal-lr".into())
     } else if a.norm_adv && batch_size / a.num_minibatches < 2 {
         Err("--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); lower --num-minibatches".into())
     } else {
@@ -268,6 +280,7 @@ fn main() {
     let actions = Tensor::zeros([steps, n, n_actions], (Kind::Float, device));
     let logprobs = Tensor::zeros([steps, n], (Kind::Float, device));
     let values = Tensor::zeros([steps, n], (Kind::Float, device));
+    let mus = Tensor::zeros([steps, n, n_actions], (Kind::Float, device)); // Extra 1: the rollout's action means
     let mut rewards = vec![vec![0f32; num_envs]; num_steps];
     let mut dones = vec![vec![0f32; num_envs]; num_steps];
 
@@ -277,11 +290,17 @@ fn main() {
     envs.reset(Some(start.seed));
     let mut next_done = vec![0f32; num_envs];
     let mut action_buf = vec![0f32; num_envs * n_actions as usize];
+    let mut lr = start.learning_rate;
 
     for iteration in start.iteration + 1..=num_iterations {
-        // Core 4: learning-rate annealing, linearly to 0
-        let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / num_iterations as f64 } else { 1.0 };
-        let lr = frac * args.learning_rate;
+        // Core 4: learning-rate annealing, linearly to 0 (Extra 1: --adaptive-lr carries it on instead)
+        let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
+        if !args.adaptive_lr {
+            lr = if args.anneal_lr { frac } else { 1.0 } * args.learning_rate;
+        }
+        let old_logstd = agent.actor_logstd.detach().copy(); // Extra 1: the rollout's log std
+                                                             // Aux 1: clip-range annealing, with the same fraction
+        let clip_coef = if args.anneal_clip { frac } else { 1.0 } * args.clip_coef;
 
         let (mut truncations, mut final_obs) = (Vec::new(), Vec::new()); // (step, env) and its last observation
         for step in 0..num_steps {
@@ -293,6 +312,9 @@ fn main() {
             let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
             values.get(step as i64).copy_(&value.flatten(0, -1));
             actions.get(step as i64).copy_(&action);
+            if args.adaptive_lr {
+                mus.get(step as i64).copy_(&tch::no_grad(|| agent.actor_mean.forward(&next_obs)));
+            }
             logprobs.get(step as i64).copy_(&logprob);
             // the step's one copy down: the actions, for the envs
             action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * n_actions as usize);
@@ -350,7 +372,7 @@ fn main() {
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
         let (b_obs, b_logprobs) = (obs.view([-1, obs_dim]), logprobs.view([-1]));
-        let b_actions = actions.view([-1, n_actions]);
+        let (b_actions, b_mus) = (actions.view([-1, n_actions]), mus.view([-1, n_actions]));
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
         let (b_returns, b_values) = (Tensor::from_slice(&returns).to_device(device), values.view([-1]));
 
@@ -358,6 +380,7 @@ fn main() {
         let learning_start = Instant::now();
         let (mut first, mut last) = (None, None);
         let mut ratios = Vec::new();
+        let mut adaptive_kl = f64::NAN; // Extra 1: the last KL the rule saw
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (the batch is
             // gathered in the shuffled order once per epoch; minibatches are slices of it)
@@ -365,7 +388,7 @@ fn main() {
             let shuffled = |t: &Tensor| t.index_select(0, &b_inds).split(minibatch_size as i64, 0);
             let (obs_mbs, actions_mbs, logprobs_mbs) = (shuffled(&b_obs), shuffled(&b_actions), shuffled(&b_logprobs));
             let (advantages_mbs, returns_mbs) = (shuffled(&b_advantages), shuffled(&b_returns));
-            let values_mbs = shuffled(&b_values);
+            let (values_mbs, mus_mbs) = (shuffled(&b_values), shuffled(&b_mus));
             for (mb, start) in (0..batch_size).step_by(minibatch_size).enumerate() {
                 let (_, newlogprob, entropy, newvalue) =
                     agent.get_action_and_value(&obs_mbs[mb], Some(&actions_mbs[mb]));
@@ -377,7 +400,7 @@ fn main() {
                 ratios.push(ratio.detach());
                 if epoch == 0 && start == 0 {
                     let max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
-                    first = Some(FirstMinibatch { max_ratio_dev, clipfrac: clipfrac(&ratios, args.clip_coef) });
+                    first = Some(FirstMinibatch { max_ratio_dev, clipfrac: clipfrac(&ratios, clip_coef) });
                 }
 
                 let mut mb_advantages = advantages_mbs[mb].shallow_clone();
@@ -389,7 +412,7 @@ fn main() {
 
                 // Core 8: clipped surrogate objective
                 let pg_loss1 = -&mb_advantages * &ratio;
-                let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - args.clip_coef, 1.0 + args.clip_coef);
+                let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef);
                 let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
 
                 let newvalue = newvalue.view([-1]);
@@ -398,7 +421,7 @@ fn main() {
                     // Core 9: value-function loss clipping
                     let mb_values = &values_mbs[mb];
                     let v_loss_unclipped = (&newvalue - mb_returns).square();
-                    let v_clipped = mb_values + (&newvalue - mb_values).clamp(-args.clip_coef, args.clip_coef);
+                    let v_clipped = mb_values + (&newvalue - mb_values).clamp(-clip_coef, clip_coef);
                     let v_loss_clipped = (v_clipped - mb_returns).square();
                     0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
                 } else {
@@ -408,6 +431,13 @@ fn main() {
                 // Core 10: one loss with an entropy bonus, one optimizer
                 let entropy_loss = entropy.mean(Kind::Float);
                 let loss: Tensor = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
+
+                if args.adaptive_lr {
+                    // Extra 1: KL-adaptive learning rate (TUM report 3.6, rsl_rl), from this minibatch's KL
+                    let mu = tch::no_grad(|| agent.actor_mean.forward(&obs_mbs[mb]));
+                    adaptive_kl = gaussian_kl(&mus_mbs[mb], &old_logstd, &mu, &agent.actor_logstd).double_value(&[]);
+                    lr = adapt_lr(lr, adaptive_kl, args.desired_kl);
+                }
 
                 optimizer.zero_grad();
                 loss.backward();
@@ -445,16 +475,18 @@ fn main() {
             ("iteration", iteration as f64),
             ("global_step", global_step as f64),
             ("charts/learning_rate", lr),
+            ("charts/clip_coef", clip_coef),
             ("losses/value_loss", v_loss),
             ("losses/policy_loss", pg_loss),
             ("losses/entropy", entropy),
             ("losses/old_approx_kl", last.old_approx_kl.double_value(&[])),
             ("losses/approx_kl", last.approx_kl.double_value(&[])),
-            ("losses/clipfrac", clipfrac(&ratios, args.clip_coef).double_value(&[])),
+            ("losses/clipfrac", clipfrac(&ratios, clip_coef).double_value(&[])),
             ("losses/explained_variance", explained_variance(&b_values_host, &returns)),
             ("charts/SPS", sps),
             ("debug/first_mb_max_ratio_dev", first.max_ratio_dev.double_value(&[])),
             ("debug/first_mb_clipfrac", first.clipfrac.double_value(&[])),
+            ("debug/adaptive_kl", adaptive_kl),
             ("debug/unclipped_grad_norm", last.grad_norm.double_value(&[])),
         ];
         log.update(&row, num_iterations, envs.take_step_seconds(), learning_start);
@@ -462,7 +494,7 @@ fn main() {
             let losses = format!("policy loss {pg_loss}, value loss {v_loss}, entropy {entropy}");
             log.fail(format!("the loss became non-finite at update {iteration} ({losses})"));
         }
-        log.checkpoint(iteration, num_iterations, global_step, &optimizer, stats.as_flattened());
+        log.checkpoint(iteration, num_iterations, global_step, lr, &optimizer, stats.as_flattened());
     }
 
     if args.save_model {
@@ -472,6 +504,26 @@ fn main() {
         let model_path = log.save(&vs, &args.exp_name);
         let returns = evaluate(&model_path, &args, obs_dim, n_actions, device, 10).unwrap_or_else(|e| fail(1, e));
         log.eval(&returns);
+    }
+}
+
+/// Extra 1: the KL from the rollout's Gaussian policy (means `mu_old`, log std `logstd_old`) to the
+/// current one (`mu`, `logstd`) in closed form, summed over the action's components, averaged over rows.
+fn gaussian_kl(mu_old: &Tensor, logstd_old: &Tensor, mu: &Tensor, logstd: &Tensor) -> Tensor {
+    let (var_old, var) = ((logstd_old * 2.0).exp(), (logstd * 2.0).exp());
+    let kl: Tensor = logstd - logstd_old + (var_old + (mu_old - mu).square()) / (var * 2.0) - 0.5;
+    kl.sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float)
+}
+
+/// Extra 1: rsl_rl's rule: the rate / 1.5 when the KL is above twice the target (not below 1e-5),
+/// x 1.5 when it is positive and below half the target (not above 1e-2), unchanged otherwise.
+fn adapt_lr(lr: f64, kl: f64, desired_kl: f64) -> f64 {
+    if kl > 2.0 * desired_kl {
+        (lr / 1.5).max(1e-5)
+    } else if kl > 0.0 && kl < desired_kl / 2.0 {
+        (lr * 1.5).min(1e-2)
+    } else {
+        lr
     }
 }
 
@@ -508,6 +560,39 @@ fn evaluate(
         returns.extend(env.finished.iter().map(|ep| ep.r));
     }
     Ok(returns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Extra 1: rsl_rl's rule on known KL values (desired 0.01).
+    #[test]
+    fn the_adaptive_rule_lowers_raises_floors_and_caps() {
+        assert_eq!(adapt_lr(3e-4, 0.05, 0.01), 3e-4 / 1.5, "above 2 x desired: down");
+        assert_eq!(adapt_lr(3e-4, 0.002, 0.01), 3e-4 * 1.5, "positive, below desired / 2: up");
+        assert_eq!(adapt_lr(3e-4, 0.01, 0.01), 3e-4, "in between: unchanged");
+        assert_eq!(adapt_lr(3e-4, 0.0, 0.01), 3e-4, "zero: unchanged");
+        assert_eq!(adapt_lr(1.2e-5, 1.0, 0.01), 1e-5, "floor");
+        assert_eq!(adapt_lr(8e-3, 1e-4, 0.01), 1e-2, "cap");
+    }
+
+    /// Extra 1: the closed-form KL between diagonal Gaussians against a Monte-Carlo estimate,
+    /// E_old[log p_old(a) - log p(a)] over 400,000 draws.
+    #[test]
+    fn the_gaussian_kl_matches_a_monte_carlo_estimate() {
+        tch::manual_seed(0);
+        let opts = (Kind::Double, Device::Cpu);
+        let (mu_old, mu) = (Tensor::from_slice(&[0.3, -1.0]).to(opts.1), Tensor::from_slice(&[0.1, -0.4]));
+        let (logstd_old, logstd) = (Tensor::from_slice(&[-0.5, 0.2]), Tensor::from_slice(&[-0.2, 0.1]));
+        let exact = gaussian_kl(&mu_old.view([1, 2]), &logstd_old.view([1, 2]), &mu.view([1, 2]), &logstd.view([1, 2]));
+        let a = &mu_old + logstd_old.exp() * Tensor::randn([400_000, 2], opts);
+        let log_density = |mu: &Tensor, logstd: &Tensor| -(&a - mu).square() / ((logstd * 2.0).exp() * 2.0) - logstd;
+        let mc =
+            (log_density(&mu_old, &logstd_old) - log_density(&mu, &logstd)).sum_dim_intlist(-1, false, Kind::Double);
+        let (exact, mc) = (exact.double_value(&[]), mc.mean(Kind::Double).double_value(&[]));
+        assert!((exact - mc).abs() < 0.01 * exact, "closed form {exact}, Monte Carlo {mc}");
+    }
 }
 
 // ==== plumbing: identical in every binary, no PPO below ========================================
@@ -846,6 +931,7 @@ impl RunLog {
         iteration: usize,
         num_iterations: usize,
         global_step: u64,
+        learning_rate: f64,
         optimizer: &FlatAdam,
         stats: &[envs::SharedRms],
     ) {
@@ -869,6 +955,7 @@ impl RunLog {
             iteration,
             global_step,
             adam_step: optimizer.t,
+            learning_rate,
             elapsed_seconds: self.start_time.elapsed().as_secs_f64(),
             stats: stats.len(),
             checksum: checksum(&tensors),
@@ -933,6 +1020,9 @@ struct Start {
     start_time: Instant,
     /// the envs' seed: `--seed`, or when resuming one derived from it and the iteration
     seed: u64,
+    /// the learning rate of the last update (`--learning-rate` for a new run), where a variant adapts it
+    #[allow(dead_code)] // read by ppo_continuous's --adaptive-lr
+    learning_rate: f64,
 }
 
 impl Start {
@@ -942,7 +1032,8 @@ impl Start {
     /// checkpoints: one line, exit code 2, nothing written.
     fn new(args: &Args, num_iterations: usize, optimizer: &mut FlatAdam, stats: &[envs::SharedRms]) -> Start {
         let Some(dir) = &args.resume else {
-            return Start { iteration: 0, global_step: 0, start_time: Instant::now(), seed: args.seed };
+            let (start_time, seed, learning_rate) = (Instant::now(), args.seed, args.learning_rate);
+            return Start { iteration: 0, global_step: 0, start_time, seed, learning_rate };
         };
         let (meta, tensors) = read_checkpoint(dir, &args.env_id).unwrap_or_else(|e| fail(2, e));
         let tensor = |name: &str| tensors.get(name).ok_or_else(|| format!("{}: no {name}", dir.display()));
@@ -979,7 +1070,8 @@ impl Start {
         tch::manual_seed(seed as i64);
         let elapsed = std::time::Duration::from_secs_f64(meta.elapsed_seconds);
         let start_time = Instant::now().checked_sub(elapsed).unwrap_or_else(Instant::now);
-        Start { iteration: meta.iteration, global_step: meta.global_step, start_time, seed }
+        let (iteration, global_step, learning_rate) = (meta.iteration, meta.global_step, meta.learning_rate);
+        Start { iteration, global_step, start_time, seed, learning_rate }
     }
 }
 
@@ -991,6 +1083,8 @@ struct CheckpointMeta {
     iteration: usize,
     global_step: u64,
     adam_step: i32,
+    /// the learning rate of the last update
+    learning_rate: f64,
     elapsed_seconds: f64,
     /// how many running statistics (`rms.0`, `rms.1`, ...)
     stats: usize,
@@ -1225,9 +1319,9 @@ mod plumbing_tests {
         }
         let rms = envs::RunningMeanStd { mean: vec![0.1, -0.2], var: vec![3.0, 1e-3], count: 5.5 };
         let mut args = Args::try_parse_from([env!("CARGO_BIN_NAME")]).expect("the defaults parse");
-        let start = Start { iteration: 0, global_step: 0, start_time: Instant::now(), seed: 1 };
+        let start = Start { iteration: 0, global_step: 0, start_time: Instant::now(), seed: 1, learning_rate: 1e-3 };
         let mut log = RunLog::open(dir.path().to_path_buf(), &args, "cpu", 100, &start).expect("run log");
-        log.checkpoint(7, 7, 700, &saved, &[envs::SharedRms::new(rms.clone())]);
+        log.checkpoint(7, 7, 700, 1e-3, &saved, &[envs::SharedRms::new(rms.clone())]);
 
         args.resume = Some(dir.path().to_path_buf());
         let (_vs, _layer, mut restored) = make();

@@ -115,6 +115,9 @@ struct Args {
     /// the surrogate clipping coefficient
     #[arg(long, default_value_t = 0.1, value_parser = positive)]
     clip_coef: f64,
+    /// anneal the clip coefficient (policy and value clipping) linearly to 0 over the run
+    #[arg(long, default_value_t = false)]
+    anneal_clip: bool,
     /// use a clipped loss for the value function (off: SB3's default, which the paper used)
     #[arg(long, default_value_t = false)]
     clip_vloss: bool,
@@ -377,8 +380,10 @@ fn main() {
     for iteration in start.iteration + 1..=num_iterations {
         let mut env_seconds = 0.0;
         // Core 4: learning-rate annealing, linearly to 0
-        let frac = if args.anneal_lr { 1.0 - (iteration as f64 - 1.0) / num_iterations as f64 } else { 1.0 };
-        let lr = frac * args.learning_rate;
+        let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
+        let lr = if args.anneal_lr { frac } else { 1.0 } * args.learning_rate;
+        // Aux 1: clip-range annealing, with the same fraction
+        let clip_coef = if args.anneal_clip { frac } else { 1.0 } * args.clip_coef;
 
         // Multilevel 2: levels in ascending order, each continuing its own episodes from its own last
         // observation (the reference carries the last observation over from the previous level, so
@@ -513,7 +518,7 @@ fn main() {
                     if epoch == 0 && start == 0 {
                         // the policy has not moved yet: the ratio must be exactly 1 here
                         first_minibatch.push(tch::no_grad(|| {
-                            ((&ratio - 1.0).abs().max(), clipfrac(&[ratio.detach()], args.clip_coef))
+                            ((&ratio - 1.0).abs().max(), clipfrac(&[ratio.detach()], clip_coef))
                         }));
                     }
                     let kl = (start == num_minibatches - 1).then(|| {
@@ -534,7 +539,7 @@ fn main() {
 
                     // Core 8: clipped surrogate objective
                     let pg_loss1 = -&mb_advantages * &ratio;
-                    let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - args.clip_coef, 1.0 + args.clip_coef);
+                    let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef);
                     let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
 
                     let newvalue = newvalue.view([-1]);
@@ -543,7 +548,7 @@ fn main() {
                         // Core 9: value-function loss clipping
                         let mb_values = &mb.values[start];
                         let v_loss_unclipped = (&newvalue - mb_returns).square();
-                        let v_clipped = mb_values + (&newvalue - mb_values).clamp(-args.clip_coef, args.clip_coef);
+                        let v_clipped = mb_values + (&newvalue - mb_values).clamp(-clip_coef, clip_coef);
                         let v_loss_clipped = (v_clipped - mb_returns).square();
                         0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
                     } else {
@@ -601,12 +606,13 @@ fn main() {
             ("iteration", iteration as f64),
             ("global_step", global_step as f64),
             ("charts/learning_rate", lr),
+            ("charts/clip_coef", clip_coef),
             ("losses/value_loss", last.v_loss.double_value(&[])),
             ("losses/policy_loss", last.pg_loss.double_value(&[])),
             ("losses/entropy", last.entropy_loss.double_value(&[])),
             ("losses/old_approx_kl", last.old_approx_kl.double_value(&[])),
             ("losses/approx_kl", last.approx_kl.double_value(&[])),
-            ("losses/clipfrac", clipfrac(&ratios, args.clip_coef).double_value(&[])),
+            ("losses/clipfrac", clipfrac(&ratios, clip_coef).double_value(&[])),
             ("losses/explained_variance", explained_variance(b_values, b_returns)),
             ("charts/SPS", sps),
             ("debug/first_mb_max_ratio_dev", first_mb_ratio_dev),
@@ -630,7 +636,7 @@ fn main() {
                 "the loss became non-finite at update {iteration} (policy loss {pg}, value loss {v}, entropy {ent})"
             ));
         }
-        log.checkpoint(iteration, num_iterations, global_step, &optimizer, &all_stats);
+        log.checkpoint(iteration, num_iterations, global_step, lr, &optimizer, &all_stats);
     }
 
     if args.save_model {
@@ -1163,6 +1169,7 @@ impl RunLog {
         iteration: usize,
         num_iterations: usize,
         global_step: u64,
+        learning_rate: f64,
         optimizer: &FlatAdam,
         stats: &[envs::SharedRms],
     ) {
@@ -1186,6 +1193,7 @@ impl RunLog {
             iteration,
             global_step,
             adam_step: optimizer.t,
+            learning_rate,
             elapsed_seconds: self.start_time.elapsed().as_secs_f64(),
             stats: stats.len(),
             checksum: checksum(&tensors),
@@ -1250,6 +1258,9 @@ struct Start {
     start_time: Instant,
     /// the envs' seed: `--seed`, or when resuming one derived from it and the iteration
     seed: u64,
+    /// the learning rate of the last update (`--learning-rate` for a new run), where a variant adapts it
+    #[allow(dead_code)] // read by ppo_continuous's --adaptive-lr
+    learning_rate: f64,
 }
 
 impl Start {
@@ -1259,7 +1270,8 @@ impl Start {
     /// checkpoints: one line, exit code 2, nothing written.
     fn new(args: &Args, num_iterations: usize, optimizer: &mut FlatAdam, stats: &[envs::SharedRms]) -> Start {
         let Some(dir) = &args.resume else {
-            return Start { iteration: 0, global_step: 0, start_time: Instant::now(), seed: args.seed };
+            let (start_time, seed, learning_rate) = (Instant::now(), args.seed, args.learning_rate);
+            return Start { iteration: 0, global_step: 0, start_time, seed, learning_rate };
         };
         let (meta, tensors) = read_checkpoint(dir, &args.env_id).unwrap_or_else(|e| fail(2, e));
         let tensor = |name: &str| tensors.get(name).ok_or_else(|| format!("{}: no {name}", dir.display()));
@@ -1296,7 +1308,8 @@ impl Start {
         tch::manual_seed(seed as i64);
         let elapsed = std::time::Duration::from_secs_f64(meta.elapsed_seconds);
         let start_time = Instant::now().checked_sub(elapsed).unwrap_or_else(Instant::now);
-        Start { iteration: meta.iteration, global_step: meta.global_step, start_time, seed }
+        let (iteration, global_step, learning_rate) = (meta.iteration, meta.global_step, meta.learning_rate);
+        Start { iteration, global_step, start_time, seed, learning_rate }
     }
 }
 
@@ -1308,6 +1321,8 @@ struct CheckpointMeta {
     iteration: usize,
     global_step: u64,
     adam_step: i32,
+    /// the learning rate of the last update
+    learning_rate: f64,
     elapsed_seconds: f64,
     /// how many running statistics (`rms.0`, `rms.1`, ...)
     stats: usize,
@@ -1542,9 +1557,9 @@ mod plumbing_tests {
         }
         let rms = envs::RunningMeanStd { mean: vec![0.1, -0.2], var: vec![3.0, 1e-3], count: 5.5 };
         let mut args = Args::try_parse_from([env!("CARGO_BIN_NAME")]).expect("the defaults parse");
-        let start = Start { iteration: 0, global_step: 0, start_time: Instant::now(), seed: 1 };
+        let start = Start { iteration: 0, global_step: 0, start_time: Instant::now(), seed: 1, learning_rate: 1e-3 };
         let mut log = RunLog::open(dir.path().to_path_buf(), &args, "cpu", 100, &start).expect("run log");
-        log.checkpoint(7, 7, 700, &saved, &[envs::SharedRms::new(rms.clone())]);
+        log.checkpoint(7, 7, 700, 1e-3, &saved, &[envs::SharedRms::new(rms.clone())]);
 
         args.resume = Some(dir.path().to_path_buf());
         let (_vs, _layer, mut restored) = make();
