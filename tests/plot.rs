@@ -19,6 +19,14 @@ fn plot_draws_png_from_runs() {
     assert!(status.success());
     let png = std::fs::read(&out).expect("PNG written");
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "{} bytes", png.len());
+    // a column of updates.csv instead of the returns
+    let lr = a.workdir.path().join("lr.png");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_plot"))
+        .args([a.dir().as_os_str(), "--metric".as_ref(), "charts/learning_rate".as_ref(), "--out".as_ref()])
+        .arg(&lr)
+        .status()
+        .expect("plot starts");
+    assert!(status.success() && std::fs::read(&lr).expect("PNG written").starts_with(b"\x89PNG"));
 
     // bad input: exit code 2, one line naming the problem, no PNG written
     let dir = a.dir();
@@ -28,6 +36,7 @@ fn plot_draws_png_from_runs() {
         (&[run, "--window", "0"], "'0' for '--window"),
         (&[run, "--points", "1"], "'1' for '--points"),
         (&[run, "--x-axis", "minutes"], "'minutes' for '--x-axis"),
+        (&[run, "--metric", "charts/no_such_column"], "no column charts/no_such_column"),
         (&[run, "--no-such-flag"], "--no-such-flag"),
         (&[], "<RUNS>"),
     ];

@@ -4,7 +4,8 @@
 //! draws episodic return against global step (or, with `--x-axis seconds`, against the run's
 //! time so far, from the timing columns of `updates.csv`), one panel per env id, one colour per
 //! experiment name. Several runs of one experiment (seeds) are drawn as their mean with a
-//! min-max band.
+//! min-max band. `--metric COLUMN` draws a column of `updates.csv` instead (e.g.
+//! `charts/learning_rate`), one point per update averaged over `--window` updates.
 //!
 //! Run: `cargo run --release --bin plot -- runs/* --out curves.png`
 
@@ -31,6 +32,9 @@ struct Args {
     /// what the x axis shows: global steps, or seconds of collection and learning so far
     #[arg(long, value_enum, default_value = "steps")]
     x_axis: XAxis,
+    /// draw this column of updates.csv (e.g. charts/learning_rate) instead of the episodic return
+    #[arg(long)]
+    metric: Option<String>,
     /// a TrueType font for the labels
     #[arg(long, default_value = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")]
     font: PathBuf,
@@ -73,7 +77,27 @@ struct Curve {
     points: Vec<(f64, f64)>,
 }
 
-fn read_run(dir: &Path, window: usize, x_axis: XAxis) -> Result<Curve, String> {
+/// (global_step, value) of a column of updates.csv, one per update.
+fn read_metric(dir: &Path, column: &str) -> Result<Vec<(f64, f64)>, String> {
+    let path = dir.join("updates.csv");
+    let mut reader = csv::Reader::from_path(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let header = reader.headers().map_err(|e| format!("{}: {e}", path.display()))?.clone();
+    let col = |name: &str| {
+        header.iter().position(|h| h == name).ok_or_else(|| format!("{}: no column {name}", path.display()))
+    };
+    let (step, value) = (col("global_step")?, col(column)?);
+    let mut out = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| format!("{}: {e}", path.display()))?;
+        let num = |i: usize| {
+            record.get(i).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| format!("{}: bad row", path.display()))
+        };
+        out.push((num(step)?, num(value)?));
+    }
+    Ok(out)
+}
+
+fn read_run(dir: &Path, window: usize, x_axis: XAxis, metric: Option<&str>) -> Result<Curve, String> {
     let args_path = dir.join("args.json");
     let text = std::fs::read_to_string(&args_path).map_err(|e| format!("{}: {e}", args_path.display()))?;
     let args: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", args_path.display()))?;
@@ -81,8 +105,11 @@ fn read_run(dir: &Path, window: usize, x_axis: XAxis) -> Result<Curve, String> {
         |k: &str| args[k].as_str().map(String::from).ok_or_else(|| format!("{}: no '{k}'", args_path.display()));
     let episodes = dir.join("episodes.csv");
     let mut reader = csv::Reader::from_path(&episodes).map_err(|e| format!("{}: {e}", episodes.display()))?;
-    let mut raw = Vec::new();
-    for record in reader.records() {
+    let mut raw = match metric {
+        Some(column) => read_metric(dir, column)?,
+        None => Vec::new(),
+    };
+    for record in reader.records().take_while(|_| metric.is_none()) {
         let record = record.map_err(|e| format!("{}: {e}", episodes.display()))?;
         let num = |i: usize| {
             record
@@ -144,7 +171,7 @@ fn main() {
     // env id -> experiment name -> curves (one per seed)
     let mut groups: BTreeMap<String, BTreeMap<String, Vec<Curve>>> = BTreeMap::new();
     for dir in &args.runs {
-        let curve = read_run(dir, args.window, args.x_axis).unwrap_or_else(|e| fail(e));
+        let curve = read_run(dir, args.window, args.x_axis, args.metric.as_deref()).unwrap_or_else(|e| fail(e));
         if curve.points.is_empty() {
             eprintln!("skipping {}: no finished episodes", dir.display());
             continue;
@@ -176,7 +203,7 @@ fn main() {
             chart
                 .configure_mesh()
                 .x_desc(if args.x_axis == XAxis::Seconds { "seconds (collection and learning)" } else { "global step" })
-                .y_desc("episodic return")
+                .y_desc(args.metric.as_deref().unwrap_or("episodic return"))
                 .x_label_formatter(&|x| format!("{x:.0}"))
                 .y_label_formatter(&|y| format!("{y:.decimals$}"))
                 .label_style(("sans-serif", 14))
