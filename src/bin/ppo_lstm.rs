@@ -338,7 +338,8 @@ fn main() {
     lstm_weights_first(&vs);
     // Core 3: Adam with epsilon 1e-5
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
+    let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first update, for tests/parity.rs
+                                       // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
     let start = Start::new(&args, num_iterations, &mut optimizer, &[]);
     let mut log = RunLog::create(&run_name, &args, &device_name, (num_iterations * batch_size) as u64, &start);
 
@@ -441,6 +442,7 @@ fn main() {
             // LSTM 4: a minibatch is whole envs' sequences, in time order (rows step * envs + env);
             // the envs are drawn on the host, as CleanRL's np.random.shuffle: their dones are read there
             let envinds = Tensor::randperm(num_envs as i64, (Kind::Int64, Device::Cpu));
+            trace.order(&envinds);
             let mut envinds_host = vec![0i64; num_envs];
             envinds.copy_data(&mut envinds_host, num_envs);
             let envinds = envinds.to_device(device);
@@ -545,6 +547,7 @@ fn main() {
             ("debug/first_mb_clipfrac", first.clipfrac.double_value(&[])),
             ("debug/unclipped_grad_norm", last.grad_norm.double_value(&[])),
         ];
+        trace.finish(&vs, &row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         log.update(&row, num_iterations, envs.take_step_seconds(), learning_start);
         if !last.loss.double_value(&[]).is_finite() {
             let losses = format!("policy loss {pg_loss}, value loss {v_loss}, entropy {entropy}");
@@ -1108,6 +1111,65 @@ impl Start {
         let start_time = Instant::now().checked_sub(elapsed).unwrap_or_else(Instant::now);
         let (iteration, global_step, learning_rate) = (meta.iteration, meta.global_step, meta.learning_rate);
         Start { iteration, global_step, start_time, seed, learning_rate }
+    }
+}
+
+/// A testing aid (tests/parity.rs): with the environment variable PPO_TRACE=FILE, the first update's
+/// inputs and results go to FILE (safetensors): the initial weights (`init.<name>`), the rollout as
+/// the network saw it (`rollout.obs`, `.actions`, `.rewards`, `.dones`, `.next_obs`, `.next_done`),
+/// every epoch's minibatch order (`order.<epoch>`), the weights after the update (`after.<name>`)
+/// and the update's logged values (`scalar.<column>`). Without the variable it does nothing.
+#[allow(dead_code)] // not used by ppo_multilevel, which has no CleanRL counterpart
+struct Trace {
+    path: Option<std::path::PathBuf>,
+    tensors: Vec<(String, Tensor)>,
+    epochs: usize,
+}
+
+#[allow(dead_code)]
+impl Trace {
+    fn start(vs: &nn::VarStore) -> Trace {
+        let mut trace = Trace { path: std::env::var_os("PPO_TRACE").map(Into::into), tensors: Vec::new(), epochs: 0 };
+        trace.weights("init", vs);
+        trace
+    }
+
+    fn weights(&mut self, prefix: &str, vs: &nn::VarStore) {
+        if self.path.is_some() {
+            for (name, t) in vs.variables() {
+                self.tensors.push((format!("{prefix}.{name}"), t.to_device(Device::Cpu).copy()));
+            }
+        }
+    }
+
+    /// The order in which the next epoch visits the batch (rows, or envs for an LSTM).
+    fn order(&mut self, inds: &Tensor) {
+        if self.path.is_some() {
+            self.tensors.push((format!("order.{}", self.epochs), inds.to_device(Device::Cpu).copy()));
+            self.epochs += 1;
+        }
+    }
+
+    /// Writes the file at the end of the first update (later calls do nothing). Fails with exit code 1.
+    fn finish(
+        &mut self,
+        vs: &nn::VarStore,
+        row: &[(&str, f64)],
+        [obs, actions, next_obs]: [&Tensor; 3],
+        [rewards, dones]: [&[Vec<f32>]; 2],
+        next_done: &[f32],
+    ) {
+        self.weights("after", vs);
+        let Some(path) = self.path.take() else { return };
+        let host = |rows: &[Vec<f32>]| Tensor::from_slice(&rows.concat());
+        let rollout = [("obs", obs.to_device(Device::Cpu)), ("actions", actions.to_device(Device::Cpu))];
+        let rollout = rollout.into_iter().chain([("rewards", host(rewards)), ("dones", host(dones))]);
+        let rollout =
+            rollout.chain([("next_obs", next_obs.to_device(Device::Cpu)), ("next_done", host(&[next_done.to_vec()]))]);
+        self.tensors.extend(rollout.map(|(name, t)| (format!("rollout.{name}"), t.contiguous())));
+        self.tensors.extend(row.iter().map(|(name, v)| (format!("scalar.{name}"), Tensor::from_slice(&[*v]))));
+        let written = Tensor::write_safetensors(&self.tensors, &path);
+        written.unwrap_or_else(|e| fail(1, format!("cannot write the trace {}: {e}", path.display())));
     }
 }
 

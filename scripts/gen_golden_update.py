@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Golden data for tests/parity.rs: CleanRL's own PPO scripts, fed our first update's rollout.
+
+    scripts/setup --dev
+    CLEANRL_DIR=/path/to/cleanrl ~/.cache/ppo-details/venv/bin/python scripts/gen_golden_update.py [variant ...]
+
+CLEANRL_DIR is a checkout of vwxyzjn/cleanrl (the folder holding cleanrl/ and cleanrl_utils/, e.g. a
+`git archive` of its main branch), outside this repository; none of its code is copied here.
+
+For each variant (ppo, ppo_continuous, ppo_atari, ppo_lstm) this runs our binary on the CPU with the
+golden configuration and PPO_TRACE (its first update's initial weights, rollout, minibatch order,
+weights after the update and logged values), then CleanRL's unmodified script for that one iteration,
+run with runpy, replacing only what it takes from outside the file:
+  - gym.vector.SyncVectorEnv -> a replay of our rollout (observations as the network saw them,
+    rewards, dones; the spaces of our env), so CleanRL's env thunks are never called;
+  - Categorical.sample / Normal.sample -> our actions, step by step;
+  - np.random.shuffle -> our minibatch order of each epoch (rows; envs for the LSTM);
+  - torch.optim.Adam -> the real Adam, after loading our initial weights into CleanRL's agent;
+  - SummaryWriter.add_scalar -> recorded.
+It writes tests/golden/parity/<variant>.npz: CleanRL's weights after the update (parameters of more
+than 100,000 values as 16 signed random projections of the change, signs from splitmix64, which
+tests/parity.rs computes the same way), its logged values, and the FNV-1a hash of the trace that fed
+it (so the test knows the golden data is for the rollout it replays).
+"""
+import json
+import os
+import runpy
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLEANRL = os.environ.get("CLEANRL_DIR")
+
+# The golden configurations: our flags (CPU, one thread) and CleanRL's, the same run
+VARIANTS = {
+    "ppo": ("ppo.py", ["--env-id", "CartPole-v1", "--num-envs", "4", "--num-steps", "32", "--total-timesteps", "128"]),
+    "ppo_continuous": (
+        "ppo_continuous_action.py",
+        ["--env-id", "HalfCheetah-v4", "--num-steps", "64", "--num-minibatches", "4", "--update-epochs", "2",
+         "--total-timesteps", "64"],
+    ),
+    "ppo_atari": (
+        "ppo_atari.py",
+        ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2",
+         "--update-epochs", "2", "--total-timesteps", "32"],
+    ),
+    "ppo_lstm": (
+        "ppo_atari_lstm.py",
+        ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2",
+         "--update-epochs", "2", "--total-timesteps", "32"],
+    ),
+}
+OBS_SHAPE = {"ppo_atari": (4, 84, 84), "ppo_lstm": (1, 84, 84)}
+PROJECTIONS, EXACT_LIMIT = 16, 100_000
+
+DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "U8": np.uint8}
+
+
+def read_safetensors(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8 : 8 + n])
+    out = {}
+    for name, h in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = h["data_offsets"]
+        out[name] = np.frombuffer(data[8 + n + a : 8 + n + b], dtype=DTYPES[h["dtype"]]).reshape(h["shape"]).copy()
+    return out
+
+
+def fnv1a(trace):
+    """FNV-1a over the bytes of the init, rollout and order tensors, in name order."""
+    h, prime, mask = 0xCBF29CE484222325, 0x100000001B3, (1 << 64) - 1
+    for name in sorted(trace):
+        if name.startswith(("init.", "rollout.", "order.")):
+            for byte in np.ascontiguousarray(trace[name]).tobytes():
+                h = ((h ^ byte) * prime) & mask
+    return h
+
+
+def signs(k, n):
+    """+1/-1 for entries 0..n of projection k: the top bit of splitmix64(k << 40 | i)."""
+    x = (np.uint64(k) << np.uint64(40)) | np.arange(n, dtype=np.uint64)
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    x = x ^ (x >> np.uint64(31))
+    return 1.0 - 2.0 * (x >> np.uint64(63)).astype(np.float64)
+
+
+def our_trace(variant, flags, workdir):
+    path = os.path.join(workdir, f"{variant}.safetensors")
+    env = dict(os.environ, PPO_TRACE=path, OMP_WAIT_POLICY="PASSIVE")
+    cmd = [os.path.join(REPO, "target/release", variant), "--cuda", "false", "--torch-threads", "1", *flags]
+    subprocess.run(cmd, cwd=workdir, env=env, check=True, stdout=subprocess.DEVNULL)
+    return read_safetensors(path)
+
+
+def cleanrl_update(variant, script, flags, trace):
+    import gymnasium as gym
+    from torch.distributions.categorical import Categorical
+    from torch.distributions.normal import Normal
+    from torch.utils.tensorboard import SummaryWriter
+
+    num_envs = int(flags[flags.index("--num-envs") + 1]) if "--num-envs" in flags else 1
+    obs = trace["rollout.obs"]
+    steps = obs.shape[0] // num_envs
+    shape = OBS_SHAPE.get(variant, obs.shape[1:])
+    obs = obs.reshape((steps, num_envs) + tuple(shape))
+    next_obs = trace["rollout.next_obs"].reshape((num_envs,) + tuple(shape))
+    rewards = trace["rollout.rewards"].reshape(steps, num_envs)
+    dones = trace["rollout.dones"].reshape(steps, num_envs)
+    next_done = trace["rollout.next_done"].reshape(num_envs)
+    actions = trace["rollout.actions"]
+    actions = actions.reshape((steps, num_envs) + actions.shape[1:])
+    continuous = variant == "ppo_continuous"
+
+    class Replay:
+        """Our rollout, played back as CleanRL's vector env."""
+
+        def __init__(self, env_fns, **_):
+            self.num_envs, self.t = num_envs, 0
+            low = -np.inf if obs.dtype != np.uint8 else 0
+            high = np.inf if obs.dtype != np.uint8 else 255
+            self.single_observation_space = gym.spaces.Box(low, high, tuple(shape), obs.dtype)
+            if continuous:
+                self.single_action_space = gym.spaces.Box(-1.0, 1.0, actions.shape[2:], np.float32)
+            else:
+                n = {"ppo": 2}.get(variant, 4)  # CartPole's 2 actions, Breakout's 4
+                self.single_action_space = gym.spaces.Discrete(n)
+
+        def reset(self, seed=None, options=None):
+            return obs[0], {}
+
+        def step(self, action):
+            t = self.t
+            self.t += 1
+            nxt, done = (obs[t + 1], dones[t + 1]) if t + 1 < steps else (next_obs, next_done)
+            return nxt, rewards[t], done.astype(bool), np.zeros(num_envs, bool), {}
+
+        def close(self):
+            pass
+
+    step_actions = iter(torch.as_tensor(actions[t]) for t in range(steps))
+    orders = [trace[f"order.{e}"] for e in range(sum(1 for k in trace if k.startswith("order.")))]
+    scalars = {}
+    real_adam = torch.optim.Adam
+
+    def adam(params, *args, **kwargs):
+        agent = sys._getframe(1).f_globals["agent"]
+        init = {k[len("init.") :]: torch.as_tensor(v.copy()) for k, v in trace.items() if k.startswith("init.")}
+        theirs = agent.state_dict()
+        missing = set(theirs) - set(init)
+        assert not missing, f"CleanRL's parameters {missing} are not in our trace ({sorted(init)})"
+        agent.load_state_dict({k: init[k] for k in theirs})
+        return real_adam(agent.parameters(), *args, **kwargs)
+
+    def shuffle(x):
+        x[:] = orders.pop(0)
+
+    def add_scalar(self, tag, value, step=None, *args, **kwargs):
+        scalars[tag] = float(value)
+
+    gym.vector.SyncVectorEnv = Replay
+    Categorical.sample = lambda self, *a: next(step_actions)
+    Normal.sample = lambda self, *a: next(step_actions)
+    np.random.shuffle = shuffle
+    torch.optim.Adam = adam
+    SummaryWriter.add_scalar = add_scalar
+    sys.path.insert(0, CLEANRL)
+    sys.argv = [script, "--no-cuda", *flags]
+    workdir = tempfile.mkdtemp()
+    cwd = os.getcwd()
+    os.chdir(workdir)
+    try:
+        g = runpy.run_path(os.path.join(CLEANRL, "cleanrl", script), run_name="__main__")
+    finally:
+        os.chdir(cwd)
+        torch.optim.Adam = real_adam
+    assert not orders, "CleanRL shuffled fewer times than our trace"
+    return {k: v.detach().numpy().astype(np.float32) for k, v in g["agent"].state_dict().items()}, scalars
+
+
+def main():
+    if not CLEANRL:
+        sys.exit("gen_golden_update: set CLEANRL_DIR to a checkout of vwxyzjn/cleanrl")
+    torch.set_num_threads(1)
+    out_dir = os.path.join(REPO, "tests", "golden", "parity")
+    os.makedirs(out_dir, exist_ok=True)
+    for variant in sys.argv[1:] or list(VARIANTS):
+        script, flags = VARIANTS[variant]
+        with tempfile.TemporaryDirectory() as workdir:
+            trace = our_trace(variant, flags, workdir)
+        # each variant in a fresh process would be cleaner; the patches above are undone per run
+        after, scalars = cleanrl_update(variant, script, flags, trace)
+        # the hash's 64 bits as an int64 (npz readers take signed integers more widely)
+        golden = {"trace_fnv1a": np.array([fnv1a(trace)], dtype=np.uint64).view(np.int64)}
+        for name, value in after.items():
+            init = trace[f"init.{name}"].astype(np.float64).ravel()
+            if value.size <= EXACT_LIMIT:
+                golden[f"after.{name}"] = value
+            else:
+                delta = value.astype(np.float64).ravel() - init
+                golden[f"proj.{name}"] = np.array([signs(k, delta.size) @ delta for k in range(PROJECTIONS)])
+        for tag, value in scalars.items():
+            golden[f"scalar.{tag}"] = np.array([value])
+        path = os.path.join(out_dir, f"{variant}.npz")
+        np.savez(path, **golden)
+        print(f"{variant}: {path} ({os.path.getsize(path)} bytes), CleanRL logged {sorted(scalars)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+//! Same update as CleanRL's own code. Each of ppo, ppo_continuous, ppo_atari and ppo_lstm runs its
+//! first update with PPO_TRACE (the golden configuration below, on the CPU); CleanRL's unmodified
+//! `ppo.py`, `ppo_continuous_action.py`, `ppo_atari.py` and `ppo_atari_lstm.py`, fed that trace's
+//! rollout, actions, minibatch order and initial weights (`scripts/gen_golden_update.py`), left
+//! their weights after the update and their logged values in `tests/golden/parity/<variant>.npz`.
+//! Ours must land on the same weights and log the same values.
+//!
+//! Tolerances, from float32 arithmetic: the two sides compute the same sums in other orders (MKL's
+//! blocking, our flat-vector gradient norm against torch's per-tensor norms), about 1e-7 relative
+//! per operation, and Adam divides each step by sqrt(v), which magnifies relative differences in
+//! small gradient components over 8 to 16 steps. Measured (2026-11-25): the weight change differs
+//! by at most 2.3e-5 of its norm in any parameter (ppo 5.2e-6, ppo_continuous 3.0e-6, ppo_atari
+//! 7.3e-6, ppo_lstm 2.3e-5), the logged values by at most 6e-5 relative or 2.3e-8 absolute. The
+//! test allows 5e-4 per parameter (about 20x the worst) and, for a logged value, 1e-3 relative plus
+//! 1e-7 absolute. Breaking one detail moves the weights by 1e-2 or more of the change (docs/tests.md).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use tch::Tensor;
+
+/// The golden configurations: as `scripts/gen_golden_update.py`'s VARIANTS.
+const VARIANTS: &[(&str, &str, &[&str])] = &[
+    (
+        "ppo",
+        env!("CARGO_BIN_EXE_ppo"),
+        &["--env-id", "CartPole-v1", "--num-envs", "4", "--num-steps", "32", "--total-timesteps", "128"],
+    ),
+    (
+        "ppo_continuous",
+        env!("CARGO_BIN_EXE_ppo_continuous"),
+        &[
+            "--env-id",
+            "HalfCheetah-v4",
+            "--num-steps",
+            "64",
+            "--num-minibatches",
+            "4",
+            "--update-epochs",
+            "2",
+            "--total-timesteps",
+            "64",
+        ],
+    ),
+    ("ppo_atari", env!("CARGO_BIN_EXE_ppo_atari"), ATARI),
+    ("ppo_lstm", env!("CARGO_BIN_EXE_ppo_lstm"), ATARI),
+];
+
+const ATARI: &[&str] = &[
+    "--env-id",
+    "BreakoutNoFrameskip-v4",
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "16",
+    "--num-minibatches",
+    "2",
+    "--update-epochs",
+    "2",
+    "--total-timesteps",
+    "32",
+];
+
+/// CleanRL's logged values that are compared (SPS is a speed, not a result).
+const SCALARS: &[&str] = &[
+    "charts/learning_rate",
+    "losses/value_loss",
+    "losses/policy_loss",
+    "losses/entropy",
+    "losses/old_approx_kl",
+    "losses/approx_kl",
+    "losses/clipfrac",
+    "losses/explained_variance",
+];
+const PROJECTIONS: i64 = 16;
+
+/// Our binary's trace of its first update (`bin` may be a scratch build, for mutation checks).
+fn trace(bin: &str, flags: &[&str]) -> BTreeMap<String, Tensor> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("trace.safetensors");
+    let status = Command::new(bin)
+        .args(["--cuda", "false", "--torch-threads", "1"])
+        .args(flags)
+        .env("PPO_TRACE", &path)
+        .env("OMP_WAIT_POLICY", "PASSIVE")
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("the binary starts");
+    assert!(status.success(), "{bin} {flags:?}: {status}");
+    Tensor::read_safetensors(&path).expect("the trace").into_iter().collect()
+}
+
+fn golden(variant: &str) -> BTreeMap<String, Tensor> {
+    let path = Path::new("tests/golden/parity").join(format!("{variant}.npz"));
+    Tensor::read_npz(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).into_iter().collect()
+}
+
+/// FNV-1a over the bytes of the trace's initial weights, rollout and minibatch order, in name
+/// order (the golden data's `trace_fnv1a` says which trace fed CleanRL).
+fn fnv1a(trace: &BTreeMap<String, Tensor>) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for (_, t) in trace.iter().filter(|(name, _)| ["init.", "rollout.", "order."].iter().any(|p| name.starts_with(p))) {
+        let numel = t.numel();
+        let mut bytes = vec![0u8; numel * t.kind().elt_size_in_bytes()];
+        t.copy_data_u8(&mut bytes, numel);
+        hash = bytes.iter().fold(hash, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    }
+    hash
+}
+
+/// +1/-1 for entries 0..n of projection k: the top bit of splitmix64(k << 40 | i), as the script.
+fn signs(k: u64, n: usize) -> Vec<f64> {
+    (0..n as u64)
+        .map(|i| {
+            let mut x = ((k << 40) | i).wrapping_add(0x9e37_79b9_7f4a_7c15);
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            x ^= x >> 31;
+            1.0 - 2.0 * (x >> 63) as f64
+        })
+        .collect()
+}
+
+fn values(t: &Tensor) -> Vec<f64> {
+    Vec::<f64>::try_from(t.to_kind(tch::Kind::Double).flatten(0, -1)).expect("numbers")
+}
+
+fn norm(xs: &[f64]) -> f64 {
+    xs.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+/// Per parameter, |our weight change - CleanRL's| / |CleanRL's| (on the projections for the large
+/// ones); and per logged value, (ours, CleanRL's).
+fn compare(bin: &str, variant: &str, flags: &[&str]) -> (Vec<(String, f64)>, Vec<(String, f64, f64)>) {
+    let (ours, theirs) = (trace(bin, flags), golden(variant));
+    let hash = theirs["trace_fnv1a"].int64_value(&[0]) as u64;
+    assert_eq!(
+        fnv1a(&ours),
+        hash,
+        "{variant}: our first update's rollout is not the one CleanRL was fed (an env or the rollout changed): \
+            regenerate with scripts/gen_golden_update.py"
+    );
+    let mut weights = Vec::new();
+    for (key, theirs_t) in &theirs {
+        let (name, projected) = match (key.strip_prefix("after."), key.strip_prefix("proj.")) {
+            (Some(name), _) => (name, false),
+            (_, Some(name)) => (name, true),
+            _ => continue,
+        };
+        let init = values(&ours[&format!("init.{name}")]);
+        let delta: Vec<f64> = values(&ours[&format!("after.{name}")]).iter().zip(&init).map(|(a, i)| a - i).collect();
+        let (ours_v, theirs_v) = if projected {
+            let p: Vec<f64> = (0..PROJECTIONS as u64)
+                .map(|k| signs(k, delta.len()).iter().zip(&delta).map(|(s, d)| s * d).sum())
+                .collect();
+            (p, values(theirs_t))
+        } else {
+            (delta, values(theirs_t).iter().zip(&init).map(|(a, i)| a - i).collect())
+        };
+        let diff: Vec<f64> = ours_v.iter().zip(&theirs_v).map(|(a, b)| a - b).collect();
+        weights.push((name.to_string(), norm(&diff) / norm(&theirs_v).max(1e-30)));
+    }
+    let scalars = SCALARS
+        .iter()
+        .map(|tag| {
+            (
+                tag.to_string(),
+                ours[&format!("scalar.{tag}")].double_value(&[0]),
+                theirs[&format!("scalar.{tag}")].double_value(&[0]),
+            )
+        })
+        .collect();
+    (weights, scalars)
+}
+
+/// The check; `PARITY_BIN_<VARIANT>` (e.g. PARITY_BIN_PPO) runs a scratch build instead (how the
+/// mutation table in docs/tests.md was measured).
+fn assert_parity(index: usize) {
+    let (variant, bin, flags) = VARIANTS[index];
+    let bin = std::env::var(format!("PARITY_BIN_{}", variant.to_uppercase())).unwrap_or(bin.into());
+    let (weights, scalars) = compare(&bin, variant, flags);
+    assert!(weights.len() >= 8, "{variant}: {} parameters compared", weights.len());
+    let worst = weights.iter().max_by(|a, b| a.1.total_cmp(&b.1)).expect("parameters");
+    eprintln!("{variant}: largest relative difference of a parameter's change: {:.2e} ({})", worst.1, worst.0);
+    assert!(worst.1 <= 5e-4, "{variant}: {}'s change differs from CleanRL's by {:.2e} of its norm", worst.0, worst.1);
+    for (tag, ours, theirs) in &scalars {
+        assert!(
+            (ours - theirs).abs() <= 1e-3 * theirs.abs() + 1e-7,
+            "{variant}: {tag} is {ours}, CleanRL logged {theirs}"
+        );
+    }
+}
+
+#[test]
+fn ppo_lands_on_cleanrls_weights() {
+    assert_parity(0);
+}
+
+#[test]
+fn ppo_continuous_lands_on_cleanrls_weights() {
+    assert_parity(1);
+}
+
+#[test]
+fn ppo_atari_lands_on_cleanrls_weights() {
+    assert_parity(2);
+}
+
+#[test]
+fn ppo_lstm_lands_on_cleanrls_weights() {
+    assert_parity(3);
+}
