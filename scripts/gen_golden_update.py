@@ -49,10 +49,11 @@ VARIANTS = {
         ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2",
          "--update-epochs", "2", "--total-timesteps", "32"],
     ),
+    # 128 steps: the rollout holds episode ends (lost lives), where the LSTM's state must be reset
     "ppo_lstm": (
         "ppo_atari_lstm.py",
-        ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2",
-         "--update-epochs", "2", "--total-timesteps", "32"],
+        ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "128", "--num-minibatches", "2",
+         "--update-epochs", "2", "--total-timesteps", "256"],
     ),
 }
 OBS_SHAPE = {"ppo_atari": (4, 84, 84), "ppo_lstm": (1, 84, 84)}
