@@ -205,7 +205,8 @@ fn main() {
                 .x_desc(if args.x_axis == XAxis::Seconds { "seconds (collection and learning)" } else { "global step" })
                 .y_desc(args.metric.as_deref().unwrap_or("episodic return"))
                 .x_label_formatter(&|x| format!("{x:.0}"))
-                .y_label_formatter(&|y| format!("{y:.decimals$}"))
+                // a learning rate (1e-5 .. 1e-2) needs a mantissa and an exponent
+                .y_label_formatter(&|y| if y_max < 0.01 { format!("{y:.1e}") } else { format!("{y:.decimals$}") })
                 .label_style(("sans-serif", 14))
                 .draw()?;
             for (k, (exp_name, curves)) in experiments.iter().enumerate() {
