@@ -293,8 +293,9 @@ fn render() -> String {
          (`// Core 7: per-minibatch advantage normalization`); here, per detail, every tagged line of\n\
          each binary. Numbers and names: the index of \"The 37 Implementation Details of PPO\" (Core,\n\
          Atari, Continuous, LSTM, MultiDiscrete; its four situational details are Aux 1–4), Extra for\n\
-         details beyond the article, and for Multilevel the header of `src/bin/ppo_multilevel.rs`. A table has a column for each binary\n\
-         with a tag of its category; an empty cell: that binary does not implement the detail.\n\
+         details beyond the article, and for Multilevel the header of `src/bin/ppo_multilevel.rs`.\n\
+         A table has a column for each binary with a tag of its category; an empty cell: that binary\n\
+         does not implement the detail.\n\
          `tests/details.rs` also checks that each variant carries the tags of its own details and of\n\
          its parent's (`diffs/family.txt`).\n",
     );

@@ -294,8 +294,9 @@ fn main() {
     let agent = Agent::new(&vs.root(), n_actions);
     // Core 3: Adam with epsilon 1e-5
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first update, for tests/parity.rs
-                                       // Aux 2: every rank starts from rank 0's weights
+    // PPO_TRACE=FILE: the first update, for tests/parity.rs
+    let mut trace = Trace::start(&vs);
+    // Aux 2: every rank starts from rank 0's weights
     broadcast_from_rank_0(&world, &optimizer.flat);
     // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
     let start = Start::new(&args, num_iterations, &mut optimizer, &[]);

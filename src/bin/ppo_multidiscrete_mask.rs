@@ -303,8 +303,9 @@ fn main() {
     let agent = Agent::new(&vs.root(), grid, nvec.clone());
     // Core 3: Adam with epsilon 1e-5
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first update, for tests/parity.rs
-                                       // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
+    // PPO_TRACE=FILE: the first update, for tests/parity.rs
+    let mut trace = Trace::start(&vs);
+    // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
     let start = Start::new(&args, num_iterations, &mut optimizer, &[]);
     let mut log = RunLog::create(&run_name, &args, &device_name, (num_iterations * batch_size) as u64, &start);
 
