@@ -77,22 +77,24 @@ struct Curve {
     points: Vec<(f64, f64)>,
 }
 
-/// (global_step, value) of a column of updates.csv, one per update.
-fn read_metric(dir: &Path, column: &str) -> Result<Vec<(f64, f64)>, String> {
-    let path = dir.join("updates.csv");
-    let mut reader = csv::Reader::from_path(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+/// The (x, y) pairs of two named columns of a CSV file, one per row.
+fn read_xy(path: &Path, x: &str, y: &str) -> Result<Vec<(f64, f64)>, String> {
+    let mut reader = csv::Reader::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let header = reader.headers().map_err(|e| format!("{}: {e}", path.display()))?.clone();
     let col = |name: &str| {
         header.iter().position(|h| h == name).ok_or_else(|| format!("{}: no column {name}", path.display()))
     };
-    let (step, value) = (col("global_step")?, col(column)?);
+    let (x, y) = (col(x)?, col(y)?);
     let mut out = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|e| format!("{}: {e}", path.display()))?;
         let num = |i: usize| {
-            record.get(i).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| format!("{}: bad row", path.display()))
+            record
+                .get(i)
+                .and_then(|s| s.parse::<f64>().ok())
+                .ok_or_else(|| format!("{}: bad row {record:?}", path.display()))
         };
-        out.push((num(step)?, num(value)?));
+        out.push((num(x)?, num(y)?));
     }
     Ok(out)
 }
@@ -103,22 +105,10 @@ fn read_run(dir: &Path, window: usize, x_axis: XAxis, metric: Option<&str>) -> R
     let args: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", args_path.display()))?;
     let field =
         |k: &str| args[k].as_str().map(String::from).ok_or_else(|| format!("{}: no '{k}'", args_path.display()));
-    let episodes = dir.join("episodes.csv");
-    let mut reader = csv::Reader::from_path(&episodes).map_err(|e| format!("{}: {e}", episodes.display()))?;
     let mut raw = match metric {
-        Some(column) => read_metric(dir, column)?,
-        None => Vec::new(),
+        Some(column) => read_xy(&dir.join("updates.csv"), "global_step", column)?,
+        None => read_xy(&dir.join("episodes.csv"), "global_step", "charts/episodic_return")?,
     };
-    for record in reader.records().take_while(|_| metric.is_none()) {
-        let record = record.map_err(|e| format!("{}: {e}", episodes.display()))?;
-        let num = |i: usize| {
-            record
-                .get(i)
-                .and_then(|s| s.parse::<f64>().ok())
-                .ok_or_else(|| format!("{}: bad row {record:?}", episodes.display()))
-        };
-        raw.push((num(0)?, num(1)?));
-    }
     if x_axis == XAxis::Seconds {
         // an episode that ended during an update is placed at that update's end
         let elapsed = read_elapsed(dir)?;
