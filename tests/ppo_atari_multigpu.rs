@@ -14,19 +14,10 @@ const SMALL: &[&str] = &["--num-steps", "32", "--total-timesteps", "512", "--tor
 /// The columns only this binary writes (the largest KL over the ranks, the all-reduce's time).
 const OWN_COLUMNS: &[&str] = &["debug/max_approx_kl_of_ranks", "timing/allreduce_seconds"];
 
-/// `mpirun -np 2 BIN --cuda false ARGS` in `dir`: Open MPI as root, two ranks on two cores or fewer,
-/// extra mpirun arguments first.
-fn mpirun(dir: &std::path::Path, mpirun_args: &[&str], args: &[&str]) -> Command {
-    let mut cmd = Command::new("mpirun");
-    cmd.args(["-np", "2", "--oversubscribe"]).args(mpirun_args).arg(BIN).args(["--cuda", "false"]).args(args);
-    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1").current_dir(dir);
-    cmd
-}
-
 /// A finished two-rank run in a fresh directory; `--quiet`: no mpirun banners, our line is the message.
 fn run_mpi(mca: &[&str], args: &[&str]) -> Run {
     let workdir = tempfile::tempdir().expect("temp dir");
-    let output = mpirun(workdir.path(), &[&["--quiet"], mca].concat(), args).output();
+    let output = common::mpirun(workdir.path(), BIN, &[&["--quiet"], mca].concat(), args).output();
     Run { output: output.expect("mpirun starts (scripts/setup installs openmpi-bin)"), workdir }
 }
 
@@ -92,7 +83,8 @@ fn a_killed_rank_stops_the_job_and_keeps_the_metrics() {
     let workdir = tempfile::tempdir().expect("temp dir");
     let dir = workdir.path().to_path_buf();
     let args = ["--local-num-envs", "2", "--num-steps", "32", "--total-timesteps", "1000000", "--torch-threads", "1"];
-    let mut child = mpirun(&dir, &[], &args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("mpirun");
+    let mut child =
+        common::mpirun(&dir, BIN, &[], &args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("mpirun");
     // wait for rank 0's second update, then kill rank 1
     let updates = || std::fs::read_dir(dir.join("runs")).ok()?.next()?.ok().map(|e| e.path().join("updates.csv"));
     let rows = |p: &std::path::Path| std::fs::read_to_string(p).map_or(0, |s| s.lines().count().saturating_sub(1));

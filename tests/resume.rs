@@ -295,10 +295,8 @@ fn two_ranks_resume_from_rank_0s_checkpoint() {
     let bin = env!("CARGO_BIN_EXE_ppo_atari_multigpu");
     let work = tempfile::tempdir().expect("temp dir");
     let mpirun = |args: &[&str]| {
-        let mut cmd = Command::new("mpirun");
-        cmd.args(["-np", "2", "--oversubscribe", "--quiet", bin, "--cuda", "false"]).args(args);
-        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1").current_dir(work.path());
-        cmd.output().expect("mpirun starts (scripts/setup installs openmpi-bin)")
+        let output = common::mpirun(work.path(), bin, &["--quiet"], args).output();
+        output.expect("mpirun starts (scripts/setup installs openmpi-bin)")
     };
     let small = ["--local-num-envs", "2", "--num-steps", "32", "--torch-threads", "1", "--env-threads", "1"];
     ok(&mpirun(&[&small[..], &["--total-timesteps", "256"]].concat()));

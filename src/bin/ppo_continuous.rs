@@ -300,9 +300,9 @@ fn main() {
         if !args.adaptive_lr {
             lr = if args.anneal_lr { frac } else { 1.0 } * args.learning_rate;
         }
-        let old_logstd = agent.actor_logstd.detach().copy(); // Extra 1: the rollout's log std
-                                                             // Aux 1: clip-range annealing, with the same fraction
+        // Aux 1: clip-range annealing, with the same fraction
         let clip_coef = if args.anneal_clip { frac } else { 1.0 } * args.clip_coef;
+        let old_logstd = agent.actor_logstd.detach().copy(); // Extra 1: the rollout's log std
 
         let (mut truncations, mut final_obs) = (Vec::new(), Vec::new()); // (step, env) and its last observation
         for step in 0..num_steps {
@@ -587,7 +587,7 @@ mod tests {
     fn the_gaussian_kl_matches_a_monte_carlo_estimate() {
         tch::manual_seed(0);
         let opts = (Kind::Double, Device::Cpu);
-        let (mu_old, mu) = (Tensor::from_slice(&[0.3, -1.0]).to(opts.1), Tensor::from_slice(&[0.1, -0.4]));
+        let (mu_old, mu) = (Tensor::from_slice(&[0.3, -1.0]), Tensor::from_slice(&[0.1, -0.4]));
         let (logstd_old, logstd) = (Tensor::from_slice(&[-0.5, 0.2]), Tensor::from_slice(&[-0.2, 0.1]));
         let exact = gaussian_kl(&mu_old.view([1, 2]), &logstd_old.view([1, 2]), &mu.view([1, 2]), &logstd.view([1, 2]));
         let a = &mu_old + logstd_old.exp() * Tensor::randn([400_000, 2], opts);

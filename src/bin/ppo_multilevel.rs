@@ -326,16 +326,16 @@ fn main() {
             .map(|_| make_env(&args, nx, None))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| e.to_string())?;
-        let (env_fns, obs_stats): (Vec<_>, Vec<_>) = env_fns.into_iter().unzip();
-        Ok((VecEnv::new(env_fns).with_threads(args.env_threads), obs_stats.concat()))
+        let (env_fns, stats): (Vec<_>, Vec<_>) = env_fns.into_iter().unzip();
+        Ok((VecEnv::new(env_fns).with_threads(args.env_threads), stats.concat()))
     };
     let (num_envs, n_levels) = (args.num_envs, args.levels.len());
     let level_envs: Result<Vec<_>, String> = args.levels.iter().map(|&nx| make(nx)).collect();
-    let (mut level_envs, obs_stats): (Vec<_>, Vec<_>) = level_envs.unwrap_or_else(|e| fail(2, e)).into_iter().unzip();
+    let (mut level_envs, level_stats): (Vec<_>, Vec<_>) = level_envs.unwrap_or_else(|e| fail(2, e)).into_iter().unzip();
     let (mut sync_envs, sync_stats): (Vec<_>, Vec<_>) =
         args.levels[..n_levels - 1].iter().map(|&nx| make(nx).unwrap_or_else(|e| fail(2, e))).unzip();
     // every env's running statistics, for the checkpoints
-    let all_stats = [&obs_stats[..], &sync_stats[..]].concat().concat();
+    let all_stats = [&level_stats[..], &sync_stats[..]].concat().concat();
     let num_minibatches = num_envs * args.level_steps[0] / args.level_minibatch_size[0];
     let num_iterations = args.num_iterations;
 
@@ -640,7 +640,7 @@ fn main() {
     }
 
     if args.save_model {
-        if let Some(stats) = obs_stats[n_levels - 1].first() {
+        if let Some(stats) = level_stats[n_levels - 1].first() {
             let rms = stats.lock().clone(); // env 0's observation statistics go into the model file
             tch::no_grad(|| {
                 agent.obs_rms.shallow_clone().copy_(&Tensor::from_slice(&[rms.mean, rms.var, vec![rms.count]].concat()))

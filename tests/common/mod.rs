@@ -83,6 +83,15 @@ pub fn run_with_env(bin: &str, args: &[&str], vars: &[(&str, &str)]) -> Run {
     Run { output: cmd.output().expect("binary starts"), workdir }
 }
 
+/// `mpirun -np 2 MPIRUN_ARGS BIN --cuda false ARGS` in `dir`: Open MPI as root, two ranks on two
+/// cores or fewer (`--oversubscribe`).
+pub fn mpirun(dir: &Path, bin: &str, mpirun_args: &[&str], args: &[&str]) -> Command {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["-np", "2", "--oversubscribe"]).args(mpirun_args).arg(bin).args(["--cuda", "false"]).args(args);
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1").current_dir(dir);
+    cmd
+}
+
 /// Runs `bin` with each set of bad arguments and checks the contract for bad input: exit code
 /// 2, one line on stderr containing the expected words, no panic, no run directory.
 /// One bad-input case: arguments, extra environment variables, a phrase the error must contain.
