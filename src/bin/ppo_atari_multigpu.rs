@@ -311,13 +311,10 @@ fn main() {
     let mut log = (rank == 0)
         .then(|| RunLog { ranks: world_size, ..RunLog::create(&run_name, &args, &device_name, total_steps, &start) });
 
-    // storage: obs, actions, logprobs and values on the device; rewards and dones on the host,
-    // where the envs write them and GAE reads them
-    let (steps, n) = (num_steps as i64, num_envs as i64);
-    let obs = Tensor::zeros([steps, n, obs_dim], (Kind::Uint8, device)); // frames stay u8 until the network
-    let actions = Tensor::zeros([steps, n], (Kind::Int64, device));
-    let logprobs = Tensor::zeros([steps, n], (Kind::Float, device));
-    let values = Tensor::zeros([steps, n], (Kind::Float, device));
+    // storage: obs, actions, logprobs and values on the device, a tensor per step, joined into the
+    // batch after the rollout; rewards and dones on the host, where the envs write them and GAE reads them
+    let per_step = || (0..num_steps).map(|_| Tensor::new()).collect::<Vec<_>>();
+    let (mut obs, mut actions, mut logprobs, mut values) = (per_step(), per_step(), per_step(), per_step());
     let mut rewards = vec![vec![0f32; num_envs]; num_steps];
     let mut dones = vec![vec![0f32; num_envs]; num_steps];
 
@@ -340,16 +337,16 @@ fn main() {
 
         for step in 0..num_steps {
             global_step += (num_envs * world_size) as u64;
-            let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
-            obs.get(step as i64).copy_(&next_obs);
+            let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
+            obs[step] = next_obs.shallow_clone(); // frames stay u8 until the network
             dones[step].copy_from_slice(&next_done);
 
             let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
-            values.get(step as i64).copy_(&value.flatten(0, -1));
-            actions.get(step as i64).copy_(&action);
-            logprobs.get(step as i64).copy_(&logprob);
+            values[step] = value;
             // the step's one copy down: the actions, for the envs
             action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
+            actions[step] = action;
+            logprobs[step] = logprob;
 
             // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
             // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
@@ -363,9 +360,10 @@ fn main() {
         }
 
         // bootstrap value if not done; the values come down to the host once per rollout, for GAE
-        let next_obs = Tensor::from_slice(&envs.obs).view([n, obs_dim]).to_device(device);
+        let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
-        let b_values_host = to_host(&values); // row step * num_envs + env
+        let b_values = Tensor::cat(&values, 0).view([-1]); // row step * num_envs + env
+        let b_values_host = to_host(&b_values);
         let values_host: Vec<&[f32]> = b_values_host.chunks(num_envs).collect();
         // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
@@ -387,10 +385,10 @@ fn main() {
         let returns: Vec<f32> = advantages.iter().zip(&b_values_host).map(|(a, v)| a + v).collect();
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
-        let (b_obs, b_logprobs) = (obs.view([-1, obs_dim]), logprobs.view([-1]));
-        let b_actions = actions.view([-1]);
+        let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
+        let b_actions = Tensor::cat(&actions, 0);
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
-        let (b_returns, b_values) = (Tensor::from_slice(&returns).to_device(device), values.view([-1]));
+        let b_returns = Tensor::from_slice(&returns).to_device(device);
 
         // Optimizing the policy and value network
         let learning_start = Instant::now();
