@@ -109,10 +109,8 @@ const OWN: &[(&str, Ranges)] = &[
 ];
 
 /// Categories a variant does not inherit from its ancestors, and why.
-const DROPPED: &[(&str, &str, &str)] = &[
-    ("ppo_multidiscrete_mask", "Atari", "its envs are one-hot grids, not Atari games: no Atari wrappers, no pixels"),
-    ("ppo_multilevel", "Extra", "not yet: --adaptive-lr under the MLMC loss (the finest main batch's KL) is open work"),
-];
+const DROPPED: &[(&str, &str, &str)] =
+    &[("ppo_multidiscrete_mask", "Atari", "its envs are one-hot grids, not Atari games: no Atari wrappers, no pixels")];
 
 type Detail = (&'static str, u32);
 

@@ -73,7 +73,7 @@ fn a_non_finite_loss_is_one_line_and_exit_code_1_with_metrics_kept() {
     let stderr = r.stderr();
     assert_eq!(r.output.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("non-finite at update 1") && stderr.contains("value loss"), "{stderr}");
+    assert!(stderr.contains("non-finite at update 1") && stderr.contains("losses/value_loss"), "{stderr}");
     assert_eq!(r.csv("updates.csv").rows.len(), 1, "the failing update's metrics are kept");
 }
 

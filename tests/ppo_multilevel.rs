@@ -124,7 +124,7 @@ fn one_level_is_plain_ppo() {
     );
     let (p, m) = (plain.assert_ok().csv("updates.csv"), multi.assert_ok().csv("updates.csv"));
     assert_eq!(p.rows.len(), 5);
-    // debug/adaptive_kl: ppo_continuous's --adaptive-lr (Extra 1), which ppo_multilevel does not have
+    // debug/adaptive_kl: NaN in both without --adaptive-lr (Extra 1), and NaN is not equal to itself
     let shared: Vec<&String> = p
         .header
         .iter()
@@ -134,6 +134,44 @@ fn one_level_is_plain_ppo() {
         assert_eq!(p.col(col), m.col(col), "{col} differs");
     }
     assert_eq!(plain.csv("episodes.csv"), multi.csv("episodes.csv"));
+}
+
+/// Extra 1 under the MLMC loss: `--adaptive-lr` adapts the rate from the finest main batch's KL. With one
+/// minibatch per level and two epochs, the first adaptation sees the policy unmoved (KL 0, no change) and
+/// the second the logged `debug/adaptive_kl`: each update's rate is rsl_rl's rule applied to the previous
+/// one, starting from `--learning-rate`; the ratio == 1 check holds on every batch.
+#[test]
+fn adaptive_lr_follows_the_rule_from_the_finest_main_batchs_kl() {
+    let rule = |lr: f64, kl: f64| {
+        if kl > 0.02 {
+            (lr / 1.5).max(1e-5)
+        } else if kl > 0.0 && kl < 0.005 {
+            (lr * 1.5).min(1e-2)
+        } else {
+            lr
+        }
+    };
+    let mut directions = std::collections::BTreeSet::new();
+    for lr in ["1e-5", "1e-2"] {
+        let levels = ["--levels", "15,30,61", "--level-steps", "20,5,5", "--level-minibatch-size", "200,50,50"];
+        let args = ["--adaptive-lr", "--update-epochs", "2", "--learning-rate", lr, "--num-iterations", "6"];
+        let r = run(BIN, &[SMALL_ENVS, &levels, &args].concat());
+        let u = r.assert_ok().csv("updates.csv");
+        let (rates, kls) = (u.col("charts/learning_rate"), u.col("debug/adaptive_kl"));
+        assert!(kls.iter().all(|k| k.is_finite() && *k >= 0.0), "{kls:?}");
+        let mut prev: f64 = lr.parse().expect("a number");
+        for (i, (&rate, &kl)) in rates.iter().zip(&kls).enumerate() {
+            assert_eq!(rate, rule(prev, kl), "update {}: KL {kl}, previous rate {prev}", i + 1);
+            directions.insert(rate.partial_cmp(&prev).expect("finite rates"));
+            prev = rate;
+        }
+        let (_, ratio_cols) = kl_and_ratio_columns(&u);
+        for col in ratio_cols {
+            assert!(u.col(&col).iter().all(|&d| d <= 1e-5), "{col}: {:?}", u.col(&col));
+        }
+    }
+    assert!(directions.contains(&std::cmp::Ordering::Greater), "the rate never went up");
+    assert!(directions.contains(&std::cmp::Ordering::Less), "the rate never went down");
 }
 
 #[test]
@@ -190,6 +228,8 @@ fn bad_input_is_one_line_and_exit_code_2() {
         BIN,
         &[
             (&["--levels", "30,15,61"], &[], "coarse to fine"),
+            (&["--adaptive-lr", "--anneal-lr"], &[], "without --anneal-lr"),
+            (&["--desired-kl", "0"], &[], "'0' for '--desired-kl"),
             (
                 &["--levels", "15,61", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10"],
                 &[],

@@ -7,53 +7,22 @@
 //! or the native GridHarvest-v0. `--invalid-action-masking false` is the ablation.
 //!
 //! Run: `cargo run --release --bin ppo_multidiscrete_mask -- --env-id MicrortsMining-v1 --seed 1`
-//! Writes `runs/<env-id>__<exp-name>__<seed>__<unix-time>/`: args.json, episodes.csv and
-//! updates.csv (CleanRL's metric names, plus debug columns), TensorBoard events, and with
-//! `--save-model` the weights and eval.csv.
+//! Writes `runs/<run-name>/`: arguments, CleanRL's metrics, checkpoints, the model (docs/runs.md).
 //!
-//! Read from here to the plumbing banner: below it, code identical in every binary (the
-//! optimizer, the run log, argument parsing), no PPO.
+//! Read from here to the plumbing banner: below it, code identical in every binary (optimizer, run log, flags), no PPO.
 
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
 use std::time::Instant;
-use tch::nn::{self, Module};
-use tch::{Device, Kind, Tensor};
+use tch::{nn, nn::Module, Device, Kind, Tensor};
 
-/// Each numeric flag's range is checked by its value parser (see the plumbing).
 #[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
-#[command(allow_negative_numbers = true)]
 #[command(about = "PPO with invalid action masking (MicrortsMining-v1), after the blog's ppo_multidiscrete_mask.py")]
 struct Args {
-    /// the name of this experiment (part of the run directory's name)
-    #[arg(long, default_value = env!("CARGO_BIN_NAME"), value_parser = plain_name)]
-    exp_name: String,
-    /// seed of the experiment (envs get seed + i, torch gets seed)
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// turn cuDNN's autotuner off (tch offers no switch for deterministic algorithms; CPU runs are deterministic)
-    #[arg(long, default_value_t = true)]
-    torch_deterministic: bool,
-    /// use CUDA when a GPU is present (`--cuda false` for the CPU)
-    #[arg(long, default_value_t = true)]
-    cuda: bool,
-    /// libtorch intra-op threads (1 is fastest for small networks, every core for a CNN)
-    #[arg(long, default_value_t = all_cores(), value_parser = at_least_one)]
-    torch_threads: usize,
-    /// threads stepping the envs (results do not depend on it)
-    #[arg(long, default_value_t = all_cores(), value_parser = at_least_one)]
-    env_threads: usize,
-    /// save the weights to the run directory, then evaluate them for 10 episodes
-    #[arg(long, default_value_t = false)]
-    save_model: bool,
-    /// write a checkpoint (weights, optimizer, statistics) every N updates and after the last; 0: never
-    #[arg(long, default_value_t = 10)]
-    checkpoint_interval: usize,
-    /// continue the run in RUN_DIR from its checkpoint, with its arguments; only --total-timesteps (to
-    /// extend it), --checkpoint-interval, --save-model, --cuda and thread counts may be given anew.
-    /// The envs start fresh episodes (an LSTM from a zero state)
-    #[arg(long, value_name = "RUN_DIR")]
-    resume: Option<std::path::PathBuf>,
+    // the experiment's flags (seed, cuda, threads, checkpoints), the same in every binary: RunArgs
+    #[command(flatten)]
+    #[serde(flatten)]
+    run: RunArgs,
     /// the id of the environment (MicroRTS: MicrortsMining-v1, ...; or the native GridHarvest-v0)
     #[arg(long, default_value = "MicrortsMining-v1")]
     env_id: String,
@@ -113,14 +82,14 @@ struct Args {
     invalid_action_masking: bool,
 }
 
-/// Every core of the machine: the default for a CNN's libtorch threads and for the envs.
-fn all_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+/// `--torch-threads` and `--env-threads` by default: every core, for the CNN and the envs.
+fn default_threads() -> (usize, usize) {
+    let all_cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (all_cores, all_cores)
 }
 
 /// The combinations of flags that cannot run (each flag's own range is checked by clap).
 fn check_args(a: &Args) -> Result<(), String> {
-    envs::check_id(env!("CARGO_BIN_NAME"), &a.env_id)?;
     let batch_size = a.num_envs * a.num_steps;
     if !batch_size.is_multiple_of(a.num_minibatches) {
         let n = a.num_minibatches;
@@ -227,10 +196,7 @@ fn categorical_masked(logits: &Tensor, mask: Option<&Tensor>, action: Option<&Te
     };
     let log_probs = logits.log_softmax(-1, Kind::Float);
     let probs = log_probs.exp();
-    let action = match action {
-        Some(a) => a.shallow_clone(),
-        None => sample(&probs),
-    };
+    let action = action.map_or_else(|| sample(&probs), |a| a.shallow_clone());
     let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
     let p_log_p = match mask {
         // Aux 4: the entropy sums over the valid entries only
@@ -250,24 +216,6 @@ fn sample(probs: &Tensor) -> Tensor {
     cdf.lt_tensor(&u).sum_dim_intlist(-1, false, Kind::Int64)
 }
 
-/// Core 12: at epoch 0, minibatch 0 the policy has not moved yet, so the ratio must be exactly 1
-/// and nothing clipped; logged every update and checked by the tests.
-struct FirstMinibatch {
-    max_ratio_dev: Tensor,
-    clipfrac: Tensor,
-}
-
-/// The last minibatch's losses and statistics: CleanRL logs those of the last one.
-struct LastMinibatch {
-    pg_loss: Tensor,
-    v_loss: Tensor,
-    entropy_loss: Tensor,
-    old_approx_kl: Tensor,
-    approx_kl: Tensor,
-    grad_norm: Tensor,
-    loss: Tensor,
-}
-
 fn main() {
     let args = parse_args();
     // bad input: one line naming the problem, exit code 2, nothing written
@@ -276,20 +224,17 @@ fn main() {
     let batch_size = num_envs * num_steps;
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
-    let unix_time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let run_name = format!("{}__{}__{}__{unix_time}", args.env_id, args.exp_name, args.seed);
-    let env_fns: Result<Vec<_>, _> = (0..args.num_envs).map(|_| make_env(&args.env_id)).collect();
-    let env_fns = env_fns.unwrap_or_else(|e| fail(2, e));
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, unix_time());
+    let env_fns: Vec<_> = (0..args.num_envs).map(|_| make_env(&args.env_id).unwrap_or_else(|e| fail(2, e))).collect();
 
     // seeding
-    tch::manual_seed(args.seed as i64);
-    tch::set_num_threads(args.torch_threads as i32);
-    tch::Cuda::cudnn_set_benchmark(!args.torch_deterministic);
-    let (device, device_name) = pick_device(args.cuda);
+    tch::manual_seed(args.run.seed as i64);
+    tch::Cuda::cudnn_set_benchmark(!args.run.torch_deterministic);
+    let (device, device_name) = pick_device(args.run.cuda);
     println!("device: {device_name}");
 
     // env setup. Core 1: vectorized architecture
-    let mut envs = VecEnv::new(env_fns).with_threads(args.env_threads);
+    let mut envs = VecEnv::new(env_fns).with_threads(args.run.env_threads);
     let (grid, nvec) = match (envs.single_observation_space(), envs.single_action_space()) {
         (Space::Box { shape, .. }, Space::MultiDiscrete(nvec))
             if shape.len() == 3 && shape[0] >= 5 && shape[1] >= 5 =>
@@ -319,7 +264,6 @@ fn main() {
 
     // start the game (with --resume: where the checkpoint stood, in fresh episodes)
     let mut global_step = start.global_step;
-    let start_time = start.start_time;
     envs.reset(Some(start.seed));
     let mut next_done = vec![0f32; num_envs];
     let mut action_buf = vec![0i64; num_envs * nvec.len()];
@@ -361,9 +305,7 @@ fn main() {
             for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
                 *done = (*term || *trunc) as u8 as f32;
             }
-            for ep in &envs.finished {
-                log.episode(global_step, ep.r, ep.l);
-            }
+            log.episodes(global_step, &envs.finished);
         }
 
         // bootstrap value if not done; the values come down to the host once per rollout, for GAE
@@ -400,7 +342,7 @@ fn main() {
 
         // Optimizing the policy and value network
         let learning_start = Instant::now();
-        let (mut first, mut last) = (None, None);
+        let (mut first_mb_max_ratio_dev, mut first_mb_clipfrac, mut last) = (Tensor::new(), Tensor::new(), None);
         let mut ratios = Vec::new();
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (the batch is
@@ -420,12 +362,13 @@ fn main() {
                 let logratio = &newlogprob - &logprobs_mbs[mb];
                 let ratio = logratio.exp();
 
-                // Core 12: debug variables (the clip fraction from all ratios after the update; the
-                // KL estimates below, of each epoch's last minibatch: the ones logged and checked)
+                // Core 12: debug variables: the clip fraction from all ratios after the update, the KL
+                // estimates below (the last minibatch's are logged). At epoch 0, minibatch 0 the policy has
+                // not moved yet, so the ratio must be exactly 1 and nothing clipped (checked by the tests)
                 ratios.push(ratio.detach());
                 if epoch == 0 && start == 0 {
-                    let max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
-                    first = Some(FirstMinibatch { max_ratio_dev, clipfrac: clipfrac(&ratios, clip_coef) });
+                    first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
+                    first_mb_clipfrac = clipfrac(&ratios, clip_coef);
                 }
 
                 let mut mb_advantages = advantages_mbs[mb].shallow_clone();
@@ -462,19 +405,9 @@ fn main() {
                 // Core 11: global gradient-norm clipping
                 let grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
                 optimizer.step(lr);
-                if start + minibatch_size == batch_size {
-                    let old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
-                    let approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                    last = Some(LastMinibatch {
-                        pg_loss,
-                        v_loss,
-                        entropy_loss,
-                        old_approx_kl,
-                        approx_kl,
-                        grad_norm,
-                        loss,
-                    });
-                }
+                let old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
+                let approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
+                last = Some(LastMinibatch { pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss });
             }
             // Aux 3: early stopping once the KL of the last minibatch passes the target
             if let (Some(target_kl), Some(last)) = (args.target_kl, &last) {
@@ -483,43 +416,34 @@ fn main() {
                 }
             }
         }
-        let (first, last) = (first.expect("epoch 0 has a first minibatch"), last.expect("at least one minibatch"));
+        let last = last.expect("at least one minibatch");
 
         // Core 12: CleanRL's metrics by its names, then our debug and timing columns
-        let (v_loss, pg_loss, entropy) =
-            (last.v_loss.double_value(&[]), last.pg_loss.double_value(&[]), last.entropy_loss.double_value(&[]));
-        let sps = (global_step as f64 / start_time.elapsed().as_secs_f64()).floor();
         let row = [
             ("iteration", iteration as f64),
             ("global_step", global_step as f64),
             ("charts/learning_rate", lr),
             ("charts/clip_coef", clip_coef),
-            ("losses/value_loss", v_loss),
-            ("losses/policy_loss", pg_loss),
-            ("losses/entropy", entropy),
+            ("losses/value_loss", last.v_loss.double_value(&[])),
+            ("losses/policy_loss", last.pg_loss.double_value(&[])),
+            ("losses/entropy", last.entropy_loss.double_value(&[])),
             ("losses/old_approx_kl", last.old_approx_kl.double_value(&[])),
             ("losses/approx_kl", last.approx_kl.double_value(&[])),
             ("losses/clipfrac", clipfrac(&ratios, clip_coef).double_value(&[])),
             ("losses/explained_variance", explained_variance(&b_values_host, &returns)),
-            ("charts/SPS", sps),
-            ("debug/first_mb_max_ratio_dev", first.max_ratio_dev.double_value(&[])),
-            ("debug/first_mb_clipfrac", first.clipfrac.double_value(&[])),
+            ("debug/first_mb_max_ratio_dev", first_mb_max_ratio_dev.double_value(&[])),
+            ("debug/first_mb_clipfrac", first_mb_clipfrac.double_value(&[])),
             ("debug/unclipped_grad_norm", last.grad_norm.double_value(&[])),
             ("debug/invalid_actions", invalid_actions as f64),
         ];
         trace.finish(&vs, &row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
-        log.update(&row, num_iterations, envs.take_step_seconds(), learning_start);
-        if !last.loss.double_value(&[]).is_finite() {
-            let losses = format!("policy loss {pg_loss}, value loss {v_loss}, entropy {entropy}");
-            log.fail(format!("the loss became non-finite at update {iteration} ({losses})"));
-        }
+        log.update(&row, &last.loss, num_iterations, envs.take_step_seconds(), learning_start);
         log.checkpoint(iteration, num_iterations, global_step, lr, &optimizer, &[]);
     }
 
-    if args.save_model {
-        let model_path = log.save(&vs, &args.exp_name);
-        let returns = evaluate(&model_path, &args, grid, &nvec, device, 10).unwrap_or_else(|e| fail(1, e));
-        log.eval(&returns);
+    if args.run.save_model {
+        let model_path = log.save(&vs, &args.run.exp_name);
+        log.eval(&evaluate(&model_path, &args, grid, &nvec, device));
     }
 }
 
@@ -529,33 +453,21 @@ fn clipfrac(ratios: &[Tensor], clip_coef: f64) -> Tensor {
     (Tensor::cat(ratios, 0) - 1.0).abs().gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float)
 }
 
-/// Loads the saved weights into a fresh agent and plays `episodes` episodes with sampled actions
+/// Loads the saved weights into a fresh agent and plays 10 episodes with sampled actions
 /// (from the valid ones, unless masking is off).
-fn evaluate(
-    path: &std::path::Path,
-    args: &Args,
-    grid: [i64; 3],
-    nvec: &[i64],
-    device: Device,
-    episodes: usize,
-) -> Result<Vec<f64>, String> {
+fn evaluate(path: &std::path::Path, args: &Args, grid: [i64; 3], nvec: &[i64], device: Device) -> Vec<f64> {
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), grid, nvec.to_vec());
-    vs.load(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
-    let mut env = VecEnv::new(vec![make_env(&args.env_id).map_err(|e| e.to_string())?]);
-    env.reset(Some(args.seed));
-    let mut returns = Vec::new();
+    vs.load(path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", path.display())));
     let mut action = vec![0i64; nvec.len()];
-    while returns.len() < episodes {
+    play(make_env(&args.env_id).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
         let obs = Tensor::from_slice(&env.obs).view([1, grid.iter().product::<i64>()]).to_device(device);
         let mask = Tensor::from_slice(&env.masks).view([1, env.mask_dim as i64]).to_device(device);
         let (a, _, _, _) =
             tch::no_grad(|| agent.get_action_and_value(&obs, None, args.invalid_action_masking.then_some(&mask)));
         a.to_device(Device::Cpu).copy_data(&mut action, nvec.len());
         env.step(Action::Discrete(&action));
-        returns.extend(env.finished.iter().map(|ep| ep.r));
-    }
-    Ok(returns)
+    })
 }
 
 #[cfg(test)]
@@ -604,6 +516,51 @@ mod tests {
 
 // ==== plumbing: identical in every binary, no PPO below ========================================
 // (tests/fence.rs checks that it stays identical; edit ppo.rs's and run scripts/sync-plumbing)
+
+/// The last minibatch's losses and statistics, the ones logged (CleanRL logs those of the last one).
+struct LastMinibatch {
+    pg_loss: Tensor,
+    v_loss: Tensor,
+    entropy_loss: Tensor,
+    old_approx_kl: Tensor,
+    approx_kl: Tensor,
+    grad_norm: Tensor,
+    loss: Tensor,
+}
+
+/// The experiment's flags, the same in every binary (each `Args` flattens them in).
+#[derive(clap::Args, Debug, serde::Serialize, serde::Deserialize)]
+struct RunArgs {
+    /// the name of this experiment (part of the run directory's name)
+    #[arg(long, default_value = env!("CARGO_BIN_NAME"), value_parser = plain_name)]
+    exp_name: String,
+    /// seed of the experiment (envs get seed + i, torch gets seed)
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// turn cuDNN's autotuner off (tch offers no switch for deterministic algorithms; CPU runs are deterministic)
+    #[arg(long, default_value_t = true)]
+    torch_deterministic: bool,
+    /// use CUDA when a GPU is present (`--cuda false` for the CPU)
+    #[arg(long, default_value_t = true)]
+    cuda: bool,
+    /// libtorch intra-op threads (1 is fastest for small networks, every core for a CNN)
+    #[arg(long, default_value_t = default_threads().0, value_parser = at_least_one)]
+    torch_threads: usize,
+    /// threads stepping the envs (results do not depend on it)
+    #[arg(long, default_value_t = default_threads().1, value_parser = at_least_one)]
+    env_threads: usize,
+    /// save the weights to the run directory, then evaluate them for 10 episodes
+    #[arg(long, default_value_t = false)]
+    save_model: bool,
+    /// write a checkpoint (weights, optimizer, statistics) every N updates and after the last; 0: never
+    #[arg(long, default_value_t = 10)]
+    checkpoint_interval: usize,
+    /// continue the run in RUN_DIR from its checkpoint, with its arguments; only --total-timesteps (to
+    /// extend it), --checkpoint-interval, --save-model, --cuda and thread counts may be given anew.
+    /// The envs start fresh episodes (an LSTM from a zero state)
+    #[arg(long, value_name = "RUN_DIR")]
+    resume: Option<std::path::PathBuf>,
+}
 
 use clap::{ArgAction, CommandFactory, FromArgMatches};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -737,7 +694,7 @@ impl RunLog {
     /// another run (e.g. one started in the same second) has that name; with `--resume`, opens the
     /// run's directory again. Fails with exit code 1.
     fn create(run_name: &str, args: &Args, device: &str, total_steps: u64, start: &Start) -> RunLog {
-        let created = match &args.resume {
+        let created = match &args.run.resume {
             Some(dir) => Ok(dir.clone()),
             None => std::fs::create_dir_all("runs").and_then(|()| {
                 let mut suffix = 1;
@@ -819,15 +776,18 @@ impl RunLog {
             bar,
             last_update: Instant::now(),
             start_time: start.start_time,
-            checkpoint_interval: args.checkpoint_interval,
+            checkpoint_interval: args.run.checkpoint_interval,
             checkpoint_seconds: 0.0,
             env_id: args.env_id.clone(),
         })
     }
 
+    /// The episodes that ended at this step: CleanRL's `charts/episodic_return` and `episodic_length`.
     #[allow(dead_code)] // ppo_atari_multigpu logs every episode with its rank
-    fn episode(&mut self, global_step: u64, r: f64, l: u64) {
-        self.episode_of_rank(0, global_step, r, l);
+    fn episodes(&mut self, global_step: u64, finished: &[envs::FinishedEpisode]) {
+        for ep in finished {
+            self.episode_of_rank(0, global_step, ep.r, ep.l);
+        }
     }
 
     fn episode_of_rank(&mut self, rank: usize, global_step: u64, r: f64, l: u64) {
@@ -849,12 +809,18 @@ impl RunLog {
     /// Appends one row of (column, value) pairs (the header first) and the timing columns:
     /// the iteration's collection time (its wall time less learning), env stepping, learning, and
     /// writing the checkpoint after the previous update.
-    /// Flushes, and shows progress.
-    fn update(&mut self, row: &[(&str, f64)], num_iterations: usize, env_seconds: f64, learning_start: Instant) {
+    /// Flushes, and shows progress. A non-finite `loss` (the last minibatch's) then ends the run,
+    /// its rows kept.
+    fn update(&mut self, row: &[(&str, f64)], loss: &Tensor, iterations: usize, env_seconds: f64, learning: Instant) {
         let (iteration_seconds, now) = (self.last_update.elapsed().as_secs_f64(), Instant::now());
-        let learning_seconds = learning_start.elapsed().as_secs_f64();
+        let learning_seconds = learning.elapsed().as_secs_f64();
         let checkpoint_seconds = std::mem::take(&mut self.checkpoint_seconds);
         let mut row = row.to_vec();
+        // CleanRL's charts/SPS: steps per second since the run started, after explained_variance
+        let global_step = row.iter().find(|(n, _)| *n == "global_step").map_or(0.0, |(_, v)| *v);
+        let sps = (global_step / self.start_time.elapsed().as_secs_f64()).floor();
+        let at = row.iter().position(|(n, _)| *n == "losses/explained_variance").map_or(row.len(), |i| i + 1);
+        row.insert(at, ("charts/SPS", sps));
         row.push(("timing/collection_seconds", iteration_seconds - learning_seconds - checkpoint_seconds));
         row.push(("timing/env_seconds", env_seconds));
         row.push(("timing/learning_seconds", learning_seconds));
@@ -872,10 +838,15 @@ impl RunLog {
                 bar.set_position(get("global_step") as u64);
                 bar.set_message(msg);
             }
-            None if self.rows.is_multiple_of(num_iterations.div_ceil(50)) || self.rows == num_iterations => {
-                println!("update {}/{num_iterations}, global_step {}, {msg}", self.rows, get("global_step"));
+            None if self.rows.is_multiple_of(iterations.div_ceil(50)) || self.rows == iterations => {
+                println!("update {}/{iterations}, global_step {}, {msg}", self.rows, get("global_step"));
             }
             None => {}
+        }
+        if !loss.double_value(&[]).is_finite() {
+            let losses =
+                ["losses/policy_loss", "losses/value_loss", "losses/entropy"].map(|c| format!("{c} {}", get(c)));
+            self.fail(format!("the loss became non-finite at update {} ({})", get("iteration"), losses.join(", ")));
         }
     }
 
@@ -1028,7 +999,7 @@ struct Start {
     /// the envs' seed: `--seed`, or when resuming one derived from it and the iteration
     seed: u64,
     /// the learning rate of the last update (`--learning-rate` for a new run), where a variant adapts it
-    #[allow(dead_code)] // read by ppo_continuous's --adaptive-lr
+    #[allow(dead_code)] // read by --adaptive-lr (ppo_continuous, ppo_multilevel)
     learning_rate: f64,
 }
 
@@ -1038,8 +1009,8 @@ impl Start {
     /// checkpoint give the same metrics); the envs start fresh episodes from that seed. Bad
     /// checkpoints: one line, exit code 2, nothing written.
     fn new(args: &Args, num_iterations: usize, optimizer: &mut FlatAdam, stats: &[envs::SharedRms]) -> Start {
-        let Some(dir) = &args.resume else {
-            let (start_time, seed, learning_rate) = (Instant::now(), args.seed, args.learning_rate);
+        let Some(dir) = &args.run.resume else {
+            let (start_time, seed, learning_rate) = (Instant::now(), args.run.seed, args.learning_rate);
             return Start { iteration: 0, global_step: 0, start_time, seed, learning_rate };
         };
         let (meta, tensors) = read_checkpoint(dir, &args.env_id).unwrap_or_else(|e| fail(2, e));
@@ -1073,7 +1044,7 @@ impl Start {
             let (run, i) = (dir.display(), meta.iteration);
             fail(2, format!("{run} is complete ({i} of {num_iterations} iterations); a larger total extends it"));
         }
-        let seed = args.seed.wrapping_add(1_000_003 * meta.iteration as u64);
+        let seed = args.run.seed.wrapping_add(1_000_003 * meta.iteration as u64);
         tch::manual_seed(seed as i64);
         let elapsed = std::time::Duration::from_secs_f64(meta.elapsed_seconds);
         let start_time = Instant::now().checked_sub(elapsed).unwrap_or_else(Instant::now);
@@ -1199,6 +1170,7 @@ fn read_checkpoint(
 
 /// `Args::parse()` with CleanRL's booleans (`--cuda` alone means true, `--cuda false` turns it
 /// off) and every error in one line with exit code 2; with `--resume`, the run's own arguments.
+/// Sets libtorch's threads (`--torch-threads`).
 fn parse_args() -> Args {
     let optional_value = |arg: clap::Arg| match arg.get_action() {
         ArgAction::SetTrue => {
@@ -1211,7 +1183,8 @@ fn parse_args() -> Args {
         }
         _ => arg,
     };
-    let matches = Args::command().args_override_self(true).mut_args(optional_value).try_get_matches();
+    let matches = Args::command().args_override_self(true).allow_negative_numbers(true).mut_args(optional_value);
+    let matches = matches.try_get_matches();
     let parsed = matches.and_then(|m| Args::from_arg_matches(&m).map(|args| (args, m)));
     let (args, matches) = parsed.unwrap_or_else(|e| match e.kind() {
         clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
@@ -1221,10 +1194,18 @@ fn parse_args() -> Args {
             e.to_string().split("\n\n").next().unwrap_or_default().trim_start_matches("error: ").replace("\n  ", " "),
         ),
     });
-    match &args.resume {
+    let args = match &args.run.resume {
         Some(dir) => resumed_args(dir, &args, &matches).unwrap_or_else(|e| fail(2, e)),
         None => args,
-    }
+    };
+    envs::check_id(env!("CARGO_BIN_NAME"), &args.env_id).unwrap_or_else(|e| fail(2, e));
+    tch::set_num_threads(args.run.torch_threads as i32);
+    args
+}
+
+/// Seconds since 1970, for the run's name.
+fn unix_time() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// The flags that `--resume` takes from the command line; the others are the run's (args.json).
@@ -1345,6 +1326,22 @@ fn gpu_name(index: i32) -> Option<String> {
     (status == 0 && !name.is_empty()).then(|| name.into_owned())
 }
 
+/// CleanRL's evaluation loop for `--save-model`: 10 episodes of `env` from `seed`, `act` choosing and
+/// taking every action; their returns, for eval.csv.
+fn play<O>(env: Box<dyn envs::Env<Obs = O>>, seed: u64, mut act: impl FnMut(&mut VecEnv<O>)) -> Vec<f64>
+where
+    O: Copy + Default + Send + Sync + 'static,
+{
+    let mut env = VecEnv::new(vec![env]);
+    env.reset(Some(seed));
+    let mut returns = Vec::new();
+    while returns.len() < 10 {
+        act(&mut env);
+        returns.extend(env.finished.iter().map(|ep| ep.r));
+    }
+    returns
+}
+
 /// Prints one line and exits: 2 for bad input, 1 for failures while running.
 fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
     // under mpirun (ppo_atari_multigpu) every rank finds the same bad input: rank 0 alone says so
@@ -1389,7 +1386,7 @@ mod plumbing_tests {
         let mut log = RunLog::open(dir.path().to_path_buf(), &args, "cpu", 100, &start).expect("run log");
         log.checkpoint(7, 7, 700, 1e-3, &saved, &[envs::SharedRms::new(rms.clone())]);
 
-        args.resume = Some(dir.path().to_path_buf());
+        args.run.resume = Some(dir.path().to_path_buf());
         let (_vs, _layer, mut restored) = make();
         let restored_rms = envs::SharedRms::new(envs::RunningMeanStd::new(2));
         let start = Start::new(&args, 8, &mut restored, std::slice::from_ref(&restored_rms));

@@ -23,51 +23,21 @@
 //! parent's.
 //!
 //! Run: `cargo run --release --bin ppo_multilevel -- --levels 32,64,128 --level-steps 80,10,5`
-//! Writes `runs/<env-id>__<exp-name>__<seed>__<unix-time>/`: args.json, episodes.csv (the finest
-//! level's episodes: their return is the recovery factor) and updates.csv (CleanRL's metric names,
-//! plus ratio and KL columns per level for main and sync batches), TensorBoard events, and with
-//! `--save-model` the weights and eval.csv.
+//! Writes `runs/<run-name>/` (docs/runs.md): the finest level's episodes (their return is the
+//! recovery factor), CleanRL's metrics plus ratio and KL columns per level for main and sync batches.
 
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
 use std::time::Instant;
-use tch::nn::{self, Module};
-use tch::{Device, Kind, Tensor};
+use tch::{nn, nn::Module, Device, Kind, Tensor};
 
-/// Each numeric flag's range is checked by its value parser (see the plumbing).
 #[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
-#[command(allow_negative_numbers = true)]
 #[command(about = "Multilevel PPO on the ressim waterflooding env (Dixit & Elsheikh), after ppo_continuous")]
 struct Args {
-    /// the name of this experiment (part of the run directory's name)
-    #[arg(long, default_value = env!("CARGO_BIN_NAME"), value_parser = plain_name)]
-    exp_name: String,
-    /// seed of the experiment (envs get seed + i, torch gets seed)
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// turn cuDNN's autotuner off (tch offers no switch for deterministic algorithms; CPU runs are deterministic)
-    #[arg(long, default_value_t = true)]
-    torch_deterministic: bool,
-    /// use CUDA when a GPU is present (`--cuda false` for the CPU)
-    #[arg(long, default_value_t = true)]
-    cuda: bool,
-    /// libtorch intra-op threads (1 is fastest for small networks, every core for a CNN)
-    #[arg(long, default_value_t = 1, value_parser = at_least_one)]
-    torch_threads: usize,
-    /// threads stepping the envs (results do not depend on it)
-    #[arg(long, default_value_t = all_cores(), value_parser = at_least_one)]
-    env_threads: usize,
-    /// save the weights to the run directory, then evaluate them for 10 episodes on the finest level
-    #[arg(long, default_value_t = false)]
-    save_model: bool,
-    /// write a checkpoint (weights, optimizer, statistics) every N updates and after the last; 0: never
-    #[arg(long, default_value_t = 10)]
-    checkpoint_interval: usize,
-    /// continue the run in RUN_DIR from its checkpoint, with its arguments; only --num-iterations (to
-    /// extend it), --checkpoint-interval, --save-model, --cuda and thread counts may be given anew.
-    /// The envs start fresh episodes (an LSTM from a zero state)
-    #[arg(long, value_name = "RUN_DIR")]
-    resume: Option<std::path::PathBuf>,
+    // the experiment's flags (seed, cuda, threads, checkpoints), the same in every binary: RunArgs
+    #[command(flatten)]
+    #[serde(flatten)]
+    run: RunArgs,
     /// the reservoir configuration (ResSim-v1: the paper's 128x128; ResSim-case1: the reference's 61x61 test case)
     #[arg(long, default_value = "ResSim-v1")]
     env_id: String,
@@ -97,9 +67,17 @@ struct Args {
     /// the number of parallel envs on every level (N)
     #[arg(long, default_value_t = 50, value_parser = at_least_one)]
     num_envs: usize,
-    /// anneal the learning rate linearly to 0 over the run
+    /// anneal the learning rate linearly to 0 over the run (not with --adaptive-lr)
     #[arg(long, default_value_t = true)]
     anneal_lr: bool,
+    /// adapt the learning rate to the policy's KL after every minibatch instead of annealing it
+    /// (rsl_rl's rule: / 1.5 above 2 x --desired-kl, x 1.5 below half of it; within [1e-5, 1e-2]),
+    /// from the finest level's main minibatch (its data is the real environment)
+    #[arg(long, default_value_t = false)]
+    adaptive_lr: bool,
+    /// the KL between the rollout's policy and the current one that --adaptive-lr aims at
+    #[arg(long, default_value_t = 0.01, value_parser = positive)]
+    desired_kl: f64,
     /// the discount factor gamma
     #[arg(long, default_value_t = 0.99, value_parser = unit_interval)]
     gamma: f64,
@@ -149,14 +127,13 @@ struct Args {
     normalize: bool,
 }
 
-/// Every core of the machine: the default for a CNN's libtorch threads and for the envs.
-fn all_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+/// `--torch-threads` and `--env-threads` by default: one for the small MLP, every core for the envs.
+fn default_threads() -> (usize, usize) {
+    (1, std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The combinations of flags that cannot run (each flag's own range is checked by clap).
 fn check_args(a: &Args) -> Result<(), String> {
-    envs::check_id(env!("CARGO_BIN_NAME"), &a.env_id)?;
     let n_levels = a.levels.len();
     // Multilevel 1: one minibatch index drives every level, so all levels have as many minibatches
     let minibatches: Vec<String> =
@@ -178,6 +155,8 @@ fn check_args(a: &Args) -> Result<(), String> {
             .into())
     } else if a.normalize && n_levels > 1 {
         Err("--normalize works with one level only (each env would keep its own statistics)".into())
+    } else if a.adaptive_lr && std::env::args().any(|f| f == "--anneal-lr" || f.starts_with("--anneal-lr=")) {
+        Err("--adaptive-lr sets the learning rate itself: give it without --anneal-lr".into())
     } else {
         Ok(())
     }
@@ -289,6 +268,11 @@ impl Agent {
         self.critic.forward(&self.trunk.forward(x))
     }
 
+    /// Extra 1: the Gaussian's means, for the KL of `--adaptive-lr`.
+    fn action_mean(&self, x: &Tensor) -> Tensor {
+        self.actor_mean.forward(&self.trunk.forward(x))
+    }
+
     /// Samples an action when none is given; returns (action, log-prob, entropy, value).
     fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
         let h = self.trunk.forward(x);
@@ -296,10 +280,8 @@ impl Agent {
         let action_mean = self.actor_mean.forward(&h);
         let action_logstd = self.actor_logstd.expand_as(&action_mean);
         let action_std = action_logstd.exp();
-        let action = match action {
-            Some(a) => a.shallow_clone(),
-            None => &action_mean + &action_std * action_mean.randn_like(),
-        };
+        let action =
+            action.map_or_else(|| &action_mean + &action_std * action_mean.randn_like(), |a| a.shallow_clone());
         let half_log_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
         let log_prob: Tensor =
             -(&action - &action_mean).square() / (2.0 * action_std.square()) - &action_logstd - half_log_2pi;
@@ -316,8 +298,7 @@ impl Agent {
 
 fn main() {
     let args = parse_args();
-    let start_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let run_name = format!("{}__{}__{}__{}", args.env_id, args.exp_name, args.seed, start_unix);
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, unix_time());
     // Bad input: one line naming the problem, exit code 2, nothing written.
     check_args(&args).unwrap_or_else(|e| fail(2, e));
     // Multilevel 2: per level its own envs; for l > 0 also envs on level l−1 for the sync samples
@@ -327,7 +308,7 @@ fn main() {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| e.to_string())?;
         let (env_fns, stats): (Vec<_>, Vec<_>) = env_fns.into_iter().unzip();
-        Ok((VecEnv::new(env_fns).with_threads(args.env_threads), stats.concat()))
+        Ok((VecEnv::new(env_fns).with_threads(args.run.env_threads), stats.concat()))
     };
     let (num_envs, n_levels) = (args.num_envs, args.levels.len());
     let level_envs: Result<Vec<_>, String> = args.levels.iter().map(|&nx| make(nx)).collect();
@@ -340,10 +321,9 @@ fn main() {
     let num_iterations = args.num_iterations;
 
     // seeding
-    tch::manual_seed(args.seed as i64);
-    tch::set_num_threads(args.torch_threads as i32);
-    tch::Cuda::cudnn_set_benchmark(!args.torch_deterministic);
-    let (device, device_name) = pick_device(args.cuda);
+    tch::manual_seed(args.run.seed as i64);
+    tch::Cuda::cudnn_set_benchmark(!args.run.torch_deterministic);
+    let (device, device_name) = pick_device(args.run.cuda);
     println!("device: {device_name}");
 
     // env setup. Core 1: vectorized architecture
@@ -370,18 +350,20 @@ fn main() {
     // start the game: every level's envs from the same seeds (with --resume: where the checkpoint
     // stood, in fresh episodes)
     let mut global_step = start.global_step;
-    let start_time = start.start_time;
     for envs in level_envs.iter_mut().chain(sync_envs.iter_mut()) {
         envs.reset(Some(start.seed));
     }
     let mut next_done = vec![vec![0f32; num_envs]; n_levels];
     let mut action_buf = vec![0f32; num_envs * n_actions as usize];
+    let mut lr = start.learning_rate;
 
     for iteration in start.iteration + 1..=num_iterations {
         let mut env_seconds = 0.0;
-        // Core 4: learning-rate annealing, linearly to 0
+        // Core 4: learning-rate annealing, linearly to 0 (Extra 1: --adaptive-lr carries it on instead)
         let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
-        let lr = if args.anneal_lr { frac } else { 1.0 } * args.learning_rate;
+        if !args.adaptive_lr {
+            lr = if args.anneal_lr { frac } else { 1.0 } * args.learning_rate;
+        }
         // Aux 1: clip-range annealing, with the same fraction
         let clip_coef = if args.anneal_clip { frac } else { 1.0 } * args.clip_coef;
 
@@ -433,8 +415,8 @@ fn main() {
                 for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
                     *done = (*term || *trunc) as u8 as f32;
                 }
-                for ep in envs.finished.iter().filter(|_| l == n_levels - 1) {
-                    log.episode(global_step, ep.r, ep.l);
+                if l == n_levels - 1 {
+                    log.episodes(global_step, &envs.finished);
                 }
             }
 
@@ -479,6 +461,11 @@ fn main() {
         let (mut first_minibatch, mut last) = (Vec::new(), None);
         let mut ratios = Vec::new();
         let (mut last_kl, mut epochs): (Vec<Tensor>, _) = ((0..batches.len()).map(|_| Tensor::from(0f32)).collect(), 0);
+        // Extra 1: the rollout's policy on the finest main batch (the weights have not moved since), and the
+        // last KL the rule saw
+        let old_logstd = agent.actor_logstd.detach().copy();
+        let old_mus = args.adaptive_lr.then(|| tch::no_grad(|| agent.action_mean(&batches[fine].b_obs)));
+        let mut adaptive_kl = f64::NAN;
         for epoch in 0..args.update_epochs {
             epochs += 1;
             // Core 6: shuffled mini-batches that cover the whole batch each epoch, one
@@ -565,6 +552,18 @@ fn main() {
                     }
                 }
                 let mlmc_loss = Tensor::stack(&terms, 0).sum(Kind::Float);
+
+                if let Some(old_mus) = &old_mus {
+                    // Extra 1: KL-adaptive learning rate (TUM report 3.6, rsl_rl), from the KL of the finest
+                    // main batch's minibatch (the same rows of its level's permutation)
+                    let size = args.level_minibatch_size[batches[fine].level] as i64;
+                    let rows = perms[batches[fine].level].narrow(0, start as i64 * size, size);
+                    let mu = tch::no_grad(|| agent.action_mean(&mbs[fine].obs[start]));
+                    let kl = gaussian_kl(&old_mus.index_select(0, &rows), &old_logstd, &mu, &agent.actor_logstd);
+                    adaptive_kl = kl.double_value(&[]);
+                    lr = adapt_lr(lr, adaptive_kl, args.desired_kl);
+                }
+
                 optimizer.zero_grad();
                 mlmc_loss.backward();
                 // Core 11: global gradient-norm clipping
@@ -600,7 +599,6 @@ fn main() {
 
         // Core 12: CleanRL's metrics by its names (for the finest level's main batches), then our
         // debug and timing columns, and per level the ratio and KL columns for main and sync batches
-        let sps = (global_step as f64 / start_time.elapsed().as_secs_f64()).floor();
         let (b_values, b_returns) = (&batches[fine].b_values, &batches[fine].b_returns);
         let mut row: Vec<(String, f64)> = [
             ("iteration", iteration as f64),
@@ -614,9 +612,9 @@ fn main() {
             ("losses/approx_kl", last.approx_kl.double_value(&[])),
             ("losses/clipfrac", clipfrac(&ratios, clip_coef).double_value(&[])),
             ("losses/explained_variance", explained_variance(b_values, b_returns)),
-            ("charts/SPS", sps),
             ("debug/first_mb_max_ratio_dev", first_mb_ratio_dev),
             ("debug/first_mb_clipfrac", first_mb_clipfrac),
+            ("debug/adaptive_kl", adaptive_kl),
             ("debug/unclipped_grad_norm", last.grad_norm.double_value(&[])),
             ("debug/epochs", epochs as f64),
         ]
@@ -628,27 +626,19 @@ fn main() {
             row.push((format!("losses/{}_approx_kl", batch.name), kl.double_value(&[])));
         }
         let row: Vec<(&str, f64)> = row.iter().map(|(name, value)| (name.as_str(), *value)).collect();
-        log.update(&row, num_iterations, env_seconds, learn_start);
-        if !last.loss.double_value(&[]).is_finite() {
-            let (pg, v, ent) =
-                (last.pg_loss.double_value(&[]), last.v_loss.double_value(&[]), last.entropy_loss.double_value(&[]));
-            log.fail(format!(
-                "the loss became non-finite at update {iteration} (policy loss {pg}, value loss {v}, entropy {ent})"
-            ));
-        }
+        log.update(&row, &last.loss, num_iterations, env_seconds, learn_start);
         log.checkpoint(iteration, num_iterations, global_step, lr, &optimizer, &all_stats);
     }
 
-    if args.save_model {
+    if args.run.save_model {
         if let Some(stats) = level_stats[n_levels - 1].first() {
             let rms = stats.lock().clone(); // env 0's observation statistics go into the model file
             tch::no_grad(|| {
                 agent.obs_rms.shallow_clone().copy_(&Tensor::from_slice(&[rms.mean, rms.var, vec![rms.count]].concat()))
             });
         }
-        let model_path = log.save(&vs, &args.exp_name);
-        let returns = evaluate(&model_path, &args, obs_dim, n_actions, device, 10).unwrap_or_else(|e| fail(1, e));
-        log.eval(&returns);
+        let model_path = log.save(&vs, &args.run.exp_name);
+        log.eval(&evaluate(&model_path, &args, obs_dim, n_actions, device));
     }
 }
 
@@ -785,7 +775,55 @@ impl Batch {
     }
 }
 
-/// The last minibatch's losses and statistics: CleanRL logs those of the last one.
+/// Extra 1: the KL from the rollout's Gaussian policy (means `mu_old`, log std `logstd_old`) to the
+/// current one (`mu`, `logstd`) in closed form, summed over the action's components, averaged over rows.
+fn gaussian_kl(mu_old: &Tensor, logstd_old: &Tensor, mu: &Tensor, logstd: &Tensor) -> Tensor {
+    let (var_old, var) = ((logstd_old * 2.0).exp(), (logstd * 2.0).exp());
+    let kl: Tensor = logstd - logstd_old + (var_old + (mu_old - mu).square()) / (var * 2.0) - 0.5;
+    kl.sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float)
+}
+
+/// Extra 1: rsl_rl's rule: the rate / 1.5 when the KL is above twice the target (not below 1e-5),
+/// x 1.5 when it is positive and below half the target (not above 1e-2), unchanged otherwise.
+fn adapt_lr(lr: f64, kl: f64, desired_kl: f64) -> f64 {
+    if kl > 2.0 * desired_kl {
+        (lr / 1.5).max(1e-5)
+    } else if kl > 0.0 && kl < desired_kl / 2.0 {
+        (lr * 1.5).min(1e-2)
+    } else {
+        lr
+    }
+}
+
+/// The fraction of the update's ratios that the surrogate clipped, |ratio - 1| > clip_coef (the
+/// mean over minibatches of their fractions: all minibatches have the same size).
+fn clipfrac(ratios: &[Tensor], clip_coef: f64) -> Tensor {
+    (Tensor::cat(ratios, 0) - 1.0).abs().gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float)
+}
+
+/// Loads the saved weights into a fresh agent and plays 10 episodes with sampled actions
+/// on the finest level.
+fn evaluate(path: &std::path::Path, args: &Args, obs_dim: i64, n_actions: i64, device: Device) -> Vec<f64> {
+    let mut vs = nn::VarStore::new(device);
+    let agent = Agent::new(&vs.root(), obs_dim, n_actions, args);
+    vs.load(path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", path.display())));
+    let (v, d) =
+        (Vec::<f64>::try_from(agent.obs_rms.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e)), obs_dim as usize);
+    let rms = envs::RunningMeanStd { mean: v[..d].to_vec(), var: v[d..2 * d].to_vec(), count: v[2 * d] };
+    let finest = args.levels[args.levels.len() - 1];
+    let mut action = vec![0f32; n_actions as usize];
+    play(make_env(args, finest, Some(rms)).unwrap_or_else(|e| fail(1, e)).0, args.run.seed, |env| {
+        let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
+        let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
+        a.to_device(Device::Cpu).copy_data(&mut action, n_actions as usize);
+        env.step(Action::Continuous(&action));
+    })
+}
+
+// ==== plumbing: identical in every binary, no PPO below ========================================
+// (tests/fence.rs checks that it stays identical; edit ppo.rs's and run scripts/sync-plumbing)
+
+/// The last minibatch's losses and statistics, the ones logged (CleanRL logs those of the last one).
 struct LastMinibatch {
     pg_loss: Tensor,
     v_loss: Tensor,
@@ -796,45 +834,39 @@ struct LastMinibatch {
     loss: Tensor,
 }
 
-/// The fraction of the update's ratios that the surrogate clipped, |ratio - 1| > clip_coef (the
-/// mean over minibatches of their fractions: all minibatches have the same size).
-fn clipfrac(ratios: &[Tensor], clip_coef: f64) -> Tensor {
-    (Tensor::cat(ratios, 0) - 1.0).abs().gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float)
+/// The experiment's flags, the same in every binary (each `Args` flattens them in).
+#[derive(clap::Args, Debug, serde::Serialize, serde::Deserialize)]
+struct RunArgs {
+    /// the name of this experiment (part of the run directory's name)
+    #[arg(long, default_value = env!("CARGO_BIN_NAME"), value_parser = plain_name)]
+    exp_name: String,
+    /// seed of the experiment (envs get seed + i, torch gets seed)
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// turn cuDNN's autotuner off (tch offers no switch for deterministic algorithms; CPU runs are deterministic)
+    #[arg(long, default_value_t = true)]
+    torch_deterministic: bool,
+    /// use CUDA when a GPU is present (`--cuda false` for the CPU)
+    #[arg(long, default_value_t = true)]
+    cuda: bool,
+    /// libtorch intra-op threads (1 is fastest for small networks, every core for a CNN)
+    #[arg(long, default_value_t = default_threads().0, value_parser = at_least_one)]
+    torch_threads: usize,
+    /// threads stepping the envs (results do not depend on it)
+    #[arg(long, default_value_t = default_threads().1, value_parser = at_least_one)]
+    env_threads: usize,
+    /// save the weights to the run directory, then evaluate them for 10 episodes
+    #[arg(long, default_value_t = false)]
+    save_model: bool,
+    /// write a checkpoint (weights, optimizer, statistics) every N updates and after the last; 0: never
+    #[arg(long, default_value_t = 10)]
+    checkpoint_interval: usize,
+    /// continue the run in RUN_DIR from its checkpoint, with its arguments; only --total-timesteps (to
+    /// extend it), --checkpoint-interval, --save-model, --cuda and thread counts may be given anew.
+    /// The envs start fresh episodes (an LSTM from a zero state)
+    #[arg(long, value_name = "RUN_DIR")]
+    resume: Option<std::path::PathBuf>,
 }
-
-/// Loads the saved weights into a fresh agent and plays `episodes` episodes with sampled actions
-/// on the finest level.
-fn evaluate(
-    path: &std::path::Path,
-    args: &Args,
-    obs_dim: i64,
-    n_actions: i64,
-    device: Device,
-    episodes: usize,
-) -> Result<Vec<f64>, String> {
-    let mut vs = nn::VarStore::new(device);
-    let agent = Agent::new(&vs.root(), obs_dim, n_actions, args);
-    vs.load(path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
-    let (v, d) =
-        (Vec::<f64>::try_from(agent.obs_rms.to_device(Device::Cpu)).map_err(|e| e.to_string())?, obs_dim as usize);
-    let rms = envs::RunningMeanStd { mean: v[..d].to_vec(), var: v[d..2 * d].to_vec(), count: v[2 * d] };
-    let finest = args.levels[args.levels.len() - 1];
-    let mut env = VecEnv::new(vec![make_env(args, finest, Some(rms)).map_err(|e| e.to_string())?.0]);
-    env.reset(Some(args.seed));
-    let mut returns = Vec::new();
-    let mut action = vec![0f32; n_actions as usize];
-    while returns.len() < episodes {
-        let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-        let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
-        a.to_device(Device::Cpu).copy_data(&mut action, n_actions as usize);
-        env.step(Action::Continuous(&action));
-        returns.extend(env.finished.iter().map(|ep| ep.r));
-    }
-    Ok(returns)
-}
-
-// ==== plumbing: identical in every binary, no PPO below ========================================
-// (tests/fence.rs checks that it stays identical; edit ppo.rs's and run scripts/sync-plumbing)
 
 use clap::{ArgAction, CommandFactory, FromArgMatches};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -968,7 +1000,7 @@ impl RunLog {
     /// another run (e.g. one started in the same second) has that name; with `--resume`, opens the
     /// run's directory again. Fails with exit code 1.
     fn create(run_name: &str, args: &Args, device: &str, total_steps: u64, start: &Start) -> RunLog {
-        let created = match &args.resume {
+        let created = match &args.run.resume {
             Some(dir) => Ok(dir.clone()),
             None => std::fs::create_dir_all("runs").and_then(|()| {
                 let mut suffix = 1;
@@ -1050,15 +1082,18 @@ impl RunLog {
             bar,
             last_update: Instant::now(),
             start_time: start.start_time,
-            checkpoint_interval: args.checkpoint_interval,
+            checkpoint_interval: args.run.checkpoint_interval,
             checkpoint_seconds: 0.0,
             env_id: args.env_id.clone(),
         })
     }
 
+    /// The episodes that ended at this step: CleanRL's `charts/episodic_return` and `episodic_length`.
     #[allow(dead_code)] // ppo_atari_multigpu logs every episode with its rank
-    fn episode(&mut self, global_step: u64, r: f64, l: u64) {
-        self.episode_of_rank(0, global_step, r, l);
+    fn episodes(&mut self, global_step: u64, finished: &[envs::FinishedEpisode]) {
+        for ep in finished {
+            self.episode_of_rank(0, global_step, ep.r, ep.l);
+        }
     }
 
     fn episode_of_rank(&mut self, rank: usize, global_step: u64, r: f64, l: u64) {
@@ -1080,12 +1115,18 @@ impl RunLog {
     /// Appends one row of (column, value) pairs (the header first) and the timing columns:
     /// the iteration's collection time (its wall time less learning), env stepping, learning, and
     /// writing the checkpoint after the previous update.
-    /// Flushes, and shows progress.
-    fn update(&mut self, row: &[(&str, f64)], num_iterations: usize, env_seconds: f64, learning_start: Instant) {
+    /// Flushes, and shows progress. A non-finite `loss` (the last minibatch's) then ends the run,
+    /// its rows kept.
+    fn update(&mut self, row: &[(&str, f64)], loss: &Tensor, iterations: usize, env_seconds: f64, learning: Instant) {
         let (iteration_seconds, now) = (self.last_update.elapsed().as_secs_f64(), Instant::now());
-        let learning_seconds = learning_start.elapsed().as_secs_f64();
+        let learning_seconds = learning.elapsed().as_secs_f64();
         let checkpoint_seconds = std::mem::take(&mut self.checkpoint_seconds);
         let mut row = row.to_vec();
+        // CleanRL's charts/SPS: steps per second since the run started, after explained_variance
+        let global_step = row.iter().find(|(n, _)| *n == "global_step").map_or(0.0, |(_, v)| *v);
+        let sps = (global_step / self.start_time.elapsed().as_secs_f64()).floor();
+        let at = row.iter().position(|(n, _)| *n == "losses/explained_variance").map_or(row.len(), |i| i + 1);
+        row.insert(at, ("charts/SPS", sps));
         row.push(("timing/collection_seconds", iteration_seconds - learning_seconds - checkpoint_seconds));
         row.push(("timing/env_seconds", env_seconds));
         row.push(("timing/learning_seconds", learning_seconds));
@@ -1103,10 +1144,15 @@ impl RunLog {
                 bar.set_position(get("global_step") as u64);
                 bar.set_message(msg);
             }
-            None if self.rows.is_multiple_of(num_iterations.div_ceil(50)) || self.rows == num_iterations => {
-                println!("update {}/{num_iterations}, global_step {}, {msg}", self.rows, get("global_step"));
+            None if self.rows.is_multiple_of(iterations.div_ceil(50)) || self.rows == iterations => {
+                println!("update {}/{iterations}, global_step {}, {msg}", self.rows, get("global_step"));
             }
             None => {}
+        }
+        if !loss.double_value(&[]).is_finite() {
+            let losses =
+                ["losses/policy_loss", "losses/value_loss", "losses/entropy"].map(|c| format!("{c} {}", get(c)));
+            self.fail(format!("the loss became non-finite at update {} ({})", get("iteration"), losses.join(", ")));
         }
     }
 
@@ -1259,7 +1305,7 @@ struct Start {
     /// the envs' seed: `--seed`, or when resuming one derived from it and the iteration
     seed: u64,
     /// the learning rate of the last update (`--learning-rate` for a new run), where a variant adapts it
-    #[allow(dead_code)] // read by ppo_continuous's --adaptive-lr
+    #[allow(dead_code)] // read by --adaptive-lr (ppo_continuous, ppo_multilevel)
     learning_rate: f64,
 }
 
@@ -1269,8 +1315,8 @@ impl Start {
     /// checkpoint give the same metrics); the envs start fresh episodes from that seed. Bad
     /// checkpoints: one line, exit code 2, nothing written.
     fn new(args: &Args, num_iterations: usize, optimizer: &mut FlatAdam, stats: &[envs::SharedRms]) -> Start {
-        let Some(dir) = &args.resume else {
-            let (start_time, seed, learning_rate) = (Instant::now(), args.seed, args.learning_rate);
+        let Some(dir) = &args.run.resume else {
+            let (start_time, seed, learning_rate) = (Instant::now(), args.run.seed, args.learning_rate);
             return Start { iteration: 0, global_step: 0, start_time, seed, learning_rate };
         };
         let (meta, tensors) = read_checkpoint(dir, &args.env_id).unwrap_or_else(|e| fail(2, e));
@@ -1304,7 +1350,7 @@ impl Start {
             let (run, i) = (dir.display(), meta.iteration);
             fail(2, format!("{run} is complete ({i} of {num_iterations} iterations); a larger total extends it"));
         }
-        let seed = args.seed.wrapping_add(1_000_003 * meta.iteration as u64);
+        let seed = args.run.seed.wrapping_add(1_000_003 * meta.iteration as u64);
         tch::manual_seed(seed as i64);
         let elapsed = std::time::Duration::from_secs_f64(meta.elapsed_seconds);
         let start_time = Instant::now().checked_sub(elapsed).unwrap_or_else(Instant::now);
@@ -1430,6 +1476,7 @@ fn read_checkpoint(
 
 /// `Args::parse()` with CleanRL's booleans (`--cuda` alone means true, `--cuda false` turns it
 /// off) and every error in one line with exit code 2; with `--resume`, the run's own arguments.
+/// Sets libtorch's threads (`--torch-threads`).
 fn parse_args() -> Args {
     let optional_value = |arg: clap::Arg| match arg.get_action() {
         ArgAction::SetTrue => {
@@ -1442,7 +1489,8 @@ fn parse_args() -> Args {
         }
         _ => arg,
     };
-    let matches = Args::command().args_override_self(true).mut_args(optional_value).try_get_matches();
+    let matches = Args::command().args_override_self(true).allow_negative_numbers(true).mut_args(optional_value);
+    let matches = matches.try_get_matches();
     let parsed = matches.and_then(|m| Args::from_arg_matches(&m).map(|args| (args, m)));
     let (args, matches) = parsed.unwrap_or_else(|e| match e.kind() {
         clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
@@ -1452,10 +1500,18 @@ fn parse_args() -> Args {
             e.to_string().split("\n\n").next().unwrap_or_default().trim_start_matches("error: ").replace("\n  ", " "),
         ),
     });
-    match &args.resume {
+    let args = match &args.run.resume {
         Some(dir) => resumed_args(dir, &args, &matches).unwrap_or_else(|e| fail(2, e)),
         None => args,
-    }
+    };
+    envs::check_id(env!("CARGO_BIN_NAME"), &args.env_id).unwrap_or_else(|e| fail(2, e));
+    tch::set_num_threads(args.run.torch_threads as i32);
+    args
+}
+
+/// Seconds since 1970, for the run's name.
+fn unix_time() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// The flags that `--resume` takes from the command line; the others are the run's (args.json).
@@ -1576,6 +1632,22 @@ fn gpu_name(index: i32) -> Option<String> {
     (status == 0 && !name.is_empty()).then(|| name.into_owned())
 }
 
+/// CleanRL's evaluation loop for `--save-model`: 10 episodes of `env` from `seed`, `act` choosing and
+/// taking every action; their returns, for eval.csv.
+fn play<O>(env: Box<dyn envs::Env<Obs = O>>, seed: u64, mut act: impl FnMut(&mut VecEnv<O>)) -> Vec<f64>
+where
+    O: Copy + Default + Send + Sync + 'static,
+{
+    let mut env = VecEnv::new(vec![env]);
+    env.reset(Some(seed));
+    let mut returns = Vec::new();
+    while returns.len() < 10 {
+        act(&mut env);
+        returns.extend(env.finished.iter().map(|ep| ep.r));
+    }
+    returns
+}
+
 /// Prints one line and exits: 2 for bad input, 1 for failures while running.
 fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
     // under mpirun (ppo_atari_multigpu) every rank finds the same bad input: rank 0 alone says so
@@ -1620,7 +1692,7 @@ mod plumbing_tests {
         let mut log = RunLog::open(dir.path().to_path_buf(), &args, "cpu", 100, &start).expect("run log");
         log.checkpoint(7, 7, 700, 1e-3, &saved, &[envs::SharedRms::new(rms.clone())]);
 
-        args.resume = Some(dir.path().to_path_buf());
+        args.run.resume = Some(dir.path().to_path_buf());
         let (_vs, _layer, mut restored) = make();
         let restored_rms = envs::SharedRms::new(envs::RunningMeanStd::new(2));
         let start = Start::new(&args, 8, &mut restored, std::slice::from_ref(&restored_rms));
