@@ -117,15 +117,6 @@ fn save_model_keeps_observation_statistics_and_evaluates() {
 /// target, so the rate goes down too; the ratio == 1 check holds.
 #[test]
 fn adaptive_lr_follows_the_rule_from_the_logged_kl() {
-    let rule = |lr: f64, kl: f64, desired: f64| {
-        if kl > 2.0 * desired {
-            (lr / 1.5).max(1e-5)
-        } else if kl > 0.0 && kl < desired / 2.0 {
-            (lr * 1.5).min(1e-2)
-        } else {
-            lr
-        }
-    };
     let mut directions = std::collections::BTreeSet::new();
     for (epochs, lr) in [("2", "3e-4"), ("4", "5e-3")] {
         let args = ["--adaptive-lr", "--num-steps", "256", "--num-minibatches", "1", "--update-epochs", epochs];
@@ -140,7 +131,12 @@ fn adaptive_lr_follows_the_rule_from_the_logged_kl() {
         if epochs == "2" {
             let mut prev: f64 = lr.parse().expect("a number");
             for (i, (&rate, &kl)) in rates.iter().zip(&kls).enumerate() {
-                assert_eq!(rate, rule(prev, kl, 0.01), "update {}: KL {kl}, previous rate {prev}", i + 1);
+                assert_eq!(
+                    rate,
+                    common::adaptive_lr_rule(prev, kl, 0.01),
+                    "update {}: KL {kl}, previous rate {prev}",
+                    i + 1
+                );
                 prev = rate;
             }
         }

@@ -262,3 +262,15 @@ pub fn assert_tensorboard_matches_dir(dir: &Path) {
         assert!(in_events.iter().zip(&in_csv).all(|(a, b)| same(*a, *b)), "{tag}");
     }
 }
+
+/// Extra 1: rsl_rl's KL-adaptive rule, written out again as the tests' own reference: the rate / 1.5
+/// above twice the target KL (not below 1e-5), x 1.5 when positive and below half of it (not above 1e-2).
+pub fn adaptive_lr_rule(lr: f64, kl: f64, desired_kl: f64) -> f64 {
+    if kl > 2.0 * desired_kl {
+        (lr / 1.5).max(1e-5)
+    } else if kl > 0.0 && kl < desired_kl / 2.0 {
+        (lr * 1.5).min(1e-2)
+    } else {
+        lr
+    }
+}
