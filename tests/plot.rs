@@ -55,3 +55,25 @@ fn plot_draws_png_from_runs() {
         assert!(!out.exists(), "{args:?}: a PNG was written");
     }
 }
+
+/// Runs of different lengths: each point of the mean is drawn from the runs that reach it, up to the
+/// longest, and the legend (and a printed line) says how many reach how far.
+#[test]
+fn runs_of_different_lengths_are_drawn_to_the_longest() {
+    let short = common::run(env!("CARGO_BIN_EXE_ppo"), &["--total-timesteps", "2048", "--seed", "1"]);
+    let long = common::run(env!("CARGO_BIN_EXE_ppo"), &["--total-timesteps", "8192", "--seed", "2"]);
+    let end = |r: &common::Run| *r.assert_ok().csv("episodes.csv").col("global_step").last().expect("an episode");
+    let (short_end, long_end) = (end(&short), end(&long));
+    assert!(short_end < long_end, "{short_end} {long_end}");
+    let out = short.workdir.path().join("curves.png");
+    let r = std::process::Command::new(env!("CARGO_BIN_EXE_plot"))
+        .args([short.dir(), long.dir()])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("plot starts");
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let want = format!("CartPole-v1, ppo (2 runs: 2 to {short_end}, 1 to {long_end}): mean drawn to {long_end}");
+    assert!(stdout.contains(&want), "expected '{want}' in: {stdout}");
+}

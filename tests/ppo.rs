@@ -23,6 +23,12 @@ fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
         50,
     );
     common::assert_tensorboard_matches_csvs(&r);
+    // off a terminal: a plain line per update here (20 updates, every 2% of the run), with the time left
+    let stdout = String::from_utf8_lossy(&r.output.stdout);
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("update ")).collect();
+    assert_eq!(lines.len(), 20, "{stdout}");
+    assert!(lines[0].starts_with("update 1/20, global_step 512, ") && lines[0].contains(" left, SPS "), "{stdout}");
+    assert!(lines[19].contains(", 00:00:00 left, "), "nothing left after the last update: {stdout}");
 }
 
 #[test]

@@ -4,8 +4,10 @@
 //! draws episodic return against global step (or, with `--x-axis seconds`, against the run's
 //! time so far, from the timing columns of `updates.csv`), one panel per env id, one colour per
 //! experiment name. Several runs of one experiment (seeds) are drawn as their mean with a
-//! min-max band. `--metric COLUMN` draws a column of `updates.csv` instead (e.g.
-//! `charts/learning_rate`), one point per update averaged over `--window` updates.
+//! min-max band; where runs are of different lengths, each point is drawn from the runs that reach
+//! it, and the legend and a printed line say how many reach how far. `--metric COLUMN` draws a
+//! column of `updates.csv` instead (e.g. `charts/learning_rate`), one point per update averaged over
+//! `--window` updates.
 //!
 //! Run: `cargo run --release --bin plot -- runs/* --out curves.png`
 
@@ -201,16 +203,17 @@ fn main() {
                 .draw()?;
             for (k, (exp_name, curves)) in experiments.iter().enumerate() {
                 let color = Palette99::pick(k).to_rgba();
-                // mean and min-max band over seeds on a common grid, where every seed has data
-                let lo = curves.iter().map(|c| c.points[0].0).fold(f64::MIN, f64::max);
-                let hi = curves.iter().map(|c| c.points[c.points.len() - 1].0).fold(f64::MAX, f64::min);
+                // mean and min-max band over seeds on a common grid, each point from the seeds that reach it
+                let end = |c: &Curve| c.points[c.points.len() - 1].0;
+                let lo = curves.iter().map(|c| c.points[0].0).fold(f64::MAX, f64::min);
+                let hi = curves.iter().map(end).fold(f64::MIN, f64::max);
                 let grid: Vec<f64> =
                     (0..args.points).map(|i| lo + (hi - lo) * i as f64 / (args.points - 1).max(1) as f64).collect();
                 let stats: Vec<(f64, f64, f64, f64)> = grid
                     .iter()
                     .filter_map(|&x| {
                         let ys: Vec<f64> = curves.iter().filter_map(|c| interpolate(&c.points, x)).collect();
-                        (ys.len() == curves.len()).then(|| {
+                        (!ys.is_empty()).then(|| {
                             let mean = ys.iter().sum::<f64>() / ys.len() as f64;
                             (
                                 x,
@@ -225,7 +228,18 @@ fn main() {
                     let band = stats.iter().map(|s| (s.0, s.3)).chain(stats.iter().rev().map(|s| (s.0, s.2)));
                     chart.draw_series(std::iter::once(Polygon::new(band.collect::<Vec<_>>(), color.mix(0.2))))?;
                 }
-                let label = format!("{exp_name} ({} run{})", curves.len(), if curves.len() == 1 { "" } else { "s" });
+                // how many runs reach how far: "3 runs to 500000, 1 to 50000" (ends, longest last)
+                let mut ends: Vec<f64> = curves.iter().map(end).collect();
+                ends.sort_by(f64::total_cmp);
+                ends.dedup();
+                let reach = |e: &f64| format!("{} to {e:.0}", curves.iter().filter(|c| end(c) >= *e).count());
+                let runs = format!("{} run{}", curves.len(), if curves.len() == 1 { "" } else { "s" });
+                let label = match ends.len() {
+                    1 => format!("{exp_name} ({runs})"),
+                    _ => format!("{exp_name} ({runs}: {})", ends.iter().map(reach).collect::<Vec<_>>().join(", ")),
+                };
+                let drawn = stats.last().map_or(0.0, |s| s.0);
+                println!("{env_id}, {label}: mean drawn to {drawn:.0}");
                 chart
                     .draw_series(LineSeries::new(stats.iter().map(|s| (s.0, s.1)), color.stroke_width(2)))?
                     .label(label)

@@ -7,10 +7,15 @@
 //! Run: `cargo run --release --bin ppo -- --env-id CartPole-v1 --seed 1`
 //! Writes `runs/<run-name>/`: arguments, CleanRL's metrics, checkpoints, the model (docs/runs.md).
 //!
-//! Read from here to the plumbing banner: below it, code identical in every binary (optimizer, run log, flags), no PPO.
+//! What is not PPO comes from the package's library, as CleanRL's comes from torch and tyro:
+//! the optimizer's mechanics, the run directory and its logs, checkpoints, flags (`src/lib.rs`).
 
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
+use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
+use ppo_details::{
+    fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
+};
 use std::time::Instant;
 use tch::{nn, nn::Module, Device, Kind, Tensor};
 
@@ -77,10 +82,8 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-/// `--torch-threads` and `--env-threads` by default: one each, fastest for small MLPs.
-fn default_threads() -> (usize, usize) {
-    (1, 1)
-}
+// what the library needs to know of Args: this binary's name, where the flags it reads are
+ppo_details::experiment!(Args);
 
 /// The combinations of flags that cannot run (each flag's own range is checked by clap).
 fn check_args(a: &Args) -> Result<(), String> {
@@ -160,7 +163,7 @@ fn sample(probs: &Tensor) -> Tensor {
 }
 
 fn main() {
-    let args = parse_args();
+    let args: Args = parse_args();
     // bad input: one line naming the problem, exit code 2, nothing written
     check_args(&args).unwrap_or_else(|e| fail(2, e));
     let (num_envs, num_steps) = (args.num_envs, args.num_steps);
@@ -172,7 +175,7 @@ fn main() {
 
     // seeding
     tch::manual_seed(args.run.seed as i64);
-    tch::Cuda::cudnn_set_benchmark(!args.run.torch_deterministic);
+    tch::Cuda::cudnn_set_benchmark(!args.run.torch_deterministic); // --torch-deterministic: no autotuned kernels
     let (device, device_name) = pick_device(args.run.cuda);
     println!("device: {device_name}");
 
@@ -269,7 +272,10 @@ fn main() {
 
         // Optimizing the policy and value network
         let learning_start = Instant::now();
-        let (mut first_mb_max_ratio_dev, mut first_mb_clipfrac, mut last) = (Tensor::new(), Tensor::new(), None);
+        // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
+        let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
+        let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev, mut first_mb_clipfrac] =
+            [(); 4].map(|()| Tensor::new());
         let mut ratios = Vec::new();
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (the batch is
@@ -280,24 +286,26 @@ fn main() {
             let (obs_mbs, actions_mbs, logprobs_mbs) = (shuffled(&b_obs), shuffled(&b_actions), shuffled(&b_logprobs));
             let (advantages_mbs, returns_mbs) = (shuffled(&b_advantages), shuffled(&b_returns));
             let values_mbs = shuffled(&b_values);
-            for (mb, start) in (0..batch_size).step_by(minibatch_size).enumerate() {
+            for mb in 0..args.num_minibatches {
                 let (_, newlogprob, entropy, newvalue) =
                     agent.get_action_and_value(&obs_mbs[mb], Some(&actions_mbs[mb]));
                 let logratio = &newlogprob - &logprobs_mbs[mb];
                 let ratio = logratio.exp();
 
-                // Core 12: debug variables: the clip fraction from all ratios after the update, the KL
-                // estimates below (the last minibatch's are logged). At epoch 0, minibatch 0 the policy has
-                // not moved yet, so the ratio must be exactly 1 and nothing clipped (checked by the tests)
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html) and the ratios,
+                // for the clip fraction of the whole update
+                old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
+                approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
                 ratios.push(ratio.detach());
-                if epoch == 0 && start == 0 {
+                if epoch == 0 && mb == 0 {
+                    // the policy has not moved yet: the ratio is exactly 1 and nothing clipped (the tests check)
                     first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
                     first_mb_clipfrac = clipfrac(&ratios, clip_coef);
                 }
 
                 let mut mb_advantages = advantages_mbs[mb].shallow_clone();
                 if args.norm_adv {
-                    // Core 7: per-minibatch advantage normalization
+                    // Core 7: per-minibatch advantage normalization (torch's std: unbiased, n - 1, as CleanRL's)
                     mb_advantages =
                         (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
                 }
@@ -305,11 +313,11 @@ fn main() {
                 // Core 8: clipped surrogate objective
                 let pg_loss1 = -&mb_advantages * &ratio;
                 let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef);
-                let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
+                pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
 
                 let newvalue = newvalue.view([-1]);
                 let mb_returns = &returns_mbs[mb];
-                let v_loss = if args.clip_vloss {
+                v_loss = if args.clip_vloss {
                     // Core 9: value-function loss clipping
                     let mb_values = &values_mbs[mb];
                     let v_loss_unclipped = (&newvalue - mb_returns).square();
@@ -321,26 +329,25 @@ fn main() {
                 };
 
                 // Core 10: one loss with an entropy bonus, one optimizer
-                let entropy_loss = entropy.mean(Kind::Float);
-                let loss: Tensor = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
+                entropy_loss = entropy.mean(Kind::Float);
+                loss = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
 
                 optimizer.zero_grad();
                 loss.backward();
                 // Core 11: global gradient-norm clipping
-                let grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
+                grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
                 optimizer.step(lr);
-                let old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
-                let approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                last = Some(LastMinibatch { pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss });
             }
             // Aux 3: early stopping once the KL of the last minibatch passes the target
-            if let (Some(target_kl), Some(last)) = (args.target_kl, &last) {
-                if last.approx_kl.double_value(&[]) > target_kl {
-                    break;
-                }
+            if args.target_kl.is_some_and(|target_kl| approx_kl.double_value(&[]) > target_kl) {
+                break;
             }
         }
-        let last = last.expect("at least one minibatch");
+
+        // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
+        let var_y = var(returns.iter().map(|&y| y as f64));
+        let residuals = returns.iter().zip(&b_values_host).map(|(&y, &v)| (y - v) as f64);
+        let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
 
         // Core 12: CleanRL's metrics by its names, then our debug and timing columns
         let row = [
@@ -348,20 +355,20 @@ fn main() {
             ("global_step", global_step as f64),
             ("charts/learning_rate", lr),
             ("charts/clip_coef", clip_coef),
-            ("losses/value_loss", last.v_loss.double_value(&[])),
-            ("losses/policy_loss", last.pg_loss.double_value(&[])),
-            ("losses/entropy", last.entropy_loss.double_value(&[])),
-            ("losses/old_approx_kl", last.old_approx_kl.double_value(&[])),
-            ("losses/approx_kl", last.approx_kl.double_value(&[])),
+            ("losses/value_loss", v_loss.double_value(&[])),
+            ("losses/policy_loss", pg_loss.double_value(&[])),
+            ("losses/entropy", entropy_loss.double_value(&[])),
+            ("losses/old_approx_kl", old_approx_kl.double_value(&[])),
+            ("losses/approx_kl", approx_kl.double_value(&[])),
             ("losses/clipfrac", clipfrac(&ratios, clip_coef).double_value(&[])),
-            ("losses/explained_variance", explained_variance(&b_values_host, &returns)),
+            ("losses/explained_variance", explained_var),
             ("debug/first_mb_max_ratio_dev", first_mb_max_ratio_dev.double_value(&[])),
             ("debug/first_mb_clipfrac", first_mb_clipfrac.double_value(&[])),
-            ("debug/unclipped_grad_norm", last.grad_norm.double_value(&[])),
+            ("debug/unclipped_grad_norm", grad_norm.double_value(&[])),
         ];
         trace.finish(&vs, &row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
-        log.update(&row, &last.loss, num_iterations, envs.take_step_seconds(), learning_start);
-        log.checkpoint(iteration, num_iterations, global_step, lr, &optimizer, &[]);
+        log.update(&row, &loss, envs.take_step_seconds(), learning_start);
+        log.checkpoint(&optimizer, &[]);
     }
 
     if args.run.save_model {
@@ -388,905 +395,4 @@ fn evaluate(path: &std::path::Path, args: &Args, obs_dim: i64, n_actions: i64, d
         a.to_device(Device::Cpu).copy_data(&mut action, 1);
         env.step(Action::Discrete(&action));
     })
-}
-
-// ==== plumbing: identical in every binary, no PPO below ========================================
-// (tests/fence.rs checks that it stays identical; edit ppo.rs's and run scripts/sync-plumbing)
-
-/// The last minibatch's losses and statistics, the ones logged (CleanRL logs those of the last one).
-struct LastMinibatch {
-    pg_loss: Tensor,
-    v_loss: Tensor,
-    entropy_loss: Tensor,
-    old_approx_kl: Tensor,
-    approx_kl: Tensor,
-    grad_norm: Tensor,
-    loss: Tensor,
-}
-
-/// The experiment's flags, the same in every binary (each `Args` flattens them in).
-#[derive(clap::Args, Debug, serde::Serialize, serde::Deserialize)]
-struct RunArgs {
-    /// the name of this experiment (part of the run directory's name)
-    #[arg(long, default_value = env!("CARGO_BIN_NAME"), value_parser = plain_name)]
-    exp_name: String,
-    /// seed of the experiment (envs get seed + i, torch gets seed)
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// turn cuDNN's autotuner off (tch offers no switch for deterministic algorithms; CPU runs are deterministic)
-    #[arg(long, default_value_t = true)]
-    torch_deterministic: bool,
-    /// use CUDA when a GPU is present (`--cuda false` for the CPU)
-    #[arg(long, default_value_t = true)]
-    cuda: bool,
-    /// libtorch intra-op threads (1 is fastest for small networks, every core for a CNN)
-    #[arg(long, default_value_t = default_threads().0, value_parser = at_least_one)]
-    torch_threads: usize,
-    /// threads stepping the envs (results do not depend on it)
-    #[arg(long, default_value_t = default_threads().1, value_parser = at_least_one)]
-    env_threads: usize,
-    /// save the weights to the run directory, then evaluate them for 10 episodes
-    #[arg(long, default_value_t = false)]
-    save_model: bool,
-    /// write a checkpoint (weights, optimizer, statistics) every N updates and after the last; 0: never
-    #[arg(long, default_value_t = 10)]
-    checkpoint_interval: usize,
-    /// continue the run in RUN_DIR from its checkpoint, with its arguments; only --total-timesteps (to
-    /// extend it), --checkpoint-interval, --save-model, --cuda and thread counts may be given anew.
-    /// The envs start fresh episodes (an LSTM from a zero state)
-    #[arg(long, value_name = "RUN_DIR")]
-    resume: Option<std::path::PathBuf>,
-}
-
-use clap::{ArgAction, CommandFactory, FromArgMatches};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
-
-// libtorch allocates and frees memory for every tensor it makes, several per operation: mimalloc,
-// which replaces malloc for the whole process (libtorch included), does that faster than glibc's
-// (same results; HalfCheetah-v4 learning time -13%)
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// A float tensor's values on the host, in one copy (on a GPU, one wait for it).
-fn to_host(t: &Tensor) -> Vec<f32> {
-    let numel = t.numel();
-    let mut host = vec![0f32; numel];
-    t.to_device(Device::Cpu).copy_data(&mut host, numel);
-    host
-}
-
-/// 1 - Var[y_true - y_pred] / Var[y_true] (population variances), NaN when Var[y_true] is 0
-/// (numpy's, as CleanRL).
-fn explained_variance(y_pred: &[f32], y_true: &[f32]) -> f64 {
-    let var = |xs: Vec<f64>| {
-        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-        xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64
-    };
-    let var_y = var(y_true.iter().map(|&y| y as f64).collect());
-    if var_y == 0.0 {
-        return f64::NAN;
-    }
-    1.0 - var(y_true.iter().zip(y_pred).map(|(&y, &p)| (y - p) as f64).collect()) / var_y
-}
-
-/// Adam (torch.optim.Adam's update: betas 0.9 and 0.999, no weight decay) over all parameters
-/// as one flat vector: each parameter keeps its shape and name but its storage becomes a slice
-/// of `flat`. For networks this small libtorch's per-call overhead dominates, and a handful of
-/// large ops replace ~200 tiny per-parameter ones (about a quarter of the update's time).
-struct FlatAdam {
-    flat: Tensor,
-    /// the gradients as one vector too: each parameter's `.grad()` is a view of its slice, so
-    /// backward accumulates into it and zeroing or clipping is one operation on the whole
-    grad: Tensor,
-    m: Tensor,
-    v: Tensor,
-    t: i32,
-    eps: f64,
-}
-
-impl FlatAdam {
-    fn new(vs: &nn::VarStore, eps: f64) -> FlatAdam {
-        let mut params = vs.trainable_variables();
-        let (flat, grad) = tch::no_grad(|| {
-            let flat = Tensor::cat(&params.iter().map(|p| p.flatten(0, -1)).collect::<Vec<_>>(), 0);
-            let grad = flat.zeros_like();
-            (flat, grad)
-        });
-        // every parameter gets a gradient (backward of 0 * the sum of all), then both become views
-        let zero =
-            Tensor::stack(&params.iter().map(|p| p.sum(Kind::Float)).collect::<Vec<_>>(), 0).sum(Kind::Float) * 0.0;
-        zero.backward();
-        tch::no_grad(|| {
-            let mut offset = 0;
-            for p in params.iter_mut() {
-                let (numel, shape) = (p.numel() as i64, p.size());
-                p.set_data(&flat.narrow(0, offset, numel).view(shape.as_slice()));
-                p.grad().set_data(&grad.narrow(0, offset, numel).view(shape.as_slice()));
-                offset += numel;
-            }
-        });
-        FlatAdam { m: flat.zeros_like(), v: flat.zeros_like(), flat, grad, t: 0, eps }
-    }
-
-    fn zero_grad(&mut self) {
-        let _ = self.grad.zero_();
-    }
-
-    /// Scales the gradients so that their norm is at most `max_norm`; returns the norm before,
-    /// left on the device (no sync per minibatch).
-    fn clip_grad_norm(&mut self, max_norm: f64) -> Tensor {
-        tch::no_grad(|| {
-            let norm = self.grad.norm();
-            let _ = self.grad.g_mul_(&(max_norm / (&norm + 1e-6)).clamp_max(1.0));
-            norm
-        })
-    }
-
-    /// One Adam step: m and v are running means of g and g², and each parameter moves by
-    /// lr * m_hat / (sqrt(v_hat) + eps), with the bias-corrected m_hat = m / (1 - beta1^t)
-    /// and v_hat = v / (1 - beta2^t).
-    fn step(&mut self, lr: f64) {
-        let (beta1, beta2) = (0.9f64, 0.999f64);
-        self.t += 1;
-        let (bias_correction1, bias_correction2) = (1.0 - beta1.powi(self.t), 1.0 - beta2.powi(self.t));
-        tch::no_grad(|| {
-            let _ = self.m.lerp_(&self.grad, 1.0 - beta1); // m = beta1 m + (1 - beta1) g
-            let _ = self.v.lerp_(&self.grad.square(), 1.0 - beta2); // v = beta2 v + (1 - beta2) g^2
-            let denom = self.v.sqrt() / bias_correction2.sqrt() + self.eps;
-            let _ = self.flat.g_sub_(&(&self.m / denom * (lr / bias_correction1)));
-        })
-    }
-}
-
-/// The run directory `runs/<run-name>/` and what goes in it: args.json, episodes.csv and
-/// updates.csv (flushed every update), TensorBoard events with the CSVs' tags and steps
-/// (`tensorboard --logdir runs`), the model and eval.csv; and the progress on the terminal.
-struct RunLog {
-    dir: std::path::PathBuf,
-    episodes: csv::Writer<std::fs::File>,
-    updates: csv::Writer<std::fs::File>,
-    rows: usize,
-    /// the number of processes whose episodes this log records (ppo_atari_multigpu's ranks): above
-    /// one, episodes.csv gets a fourth column naming each episode's rank
-    ranks: usize,
-    episodes_header: bool,
-    recent: std::collections::VecDeque<f64>,
-    tb: tboard::EventWriter<std::fs::File>,
-    /// a progress bar on a terminal; a plain line every 2% of the run otherwise
-    bar: Option<ProgressBar>,
-    /// when the previous update was logged (or the run started): the iteration's wall time
-    last_update: Instant,
-    /// when the run started, as if it had never stopped (for the checkpoint's elapsed time)
-    start_time: Instant,
-    checkpoint_interval: usize,
-    /// the time the last checkpoint took to write, logged with the next update
-    checkpoint_seconds: f64,
-    env_id: String,
-}
-
-impl RunLog {
-    /// Makes a directory of the run's own: `runs/<run_name>`, or `<run_name>-2`, `-3`, ... when
-    /// another run (e.g. one started in the same second) has that name; with `--resume`, opens the
-    /// run's directory again. Fails with exit code 1.
-    fn create(run_name: &str, args: &Args, device: &str, total_steps: u64, start: &Start) -> RunLog {
-        let created = match &args.run.resume {
-            Some(dir) => Ok(dir.clone()),
-            None => std::fs::create_dir_all("runs").and_then(|()| {
-                let mut suffix = 1;
-                loop {
-                    let name = if suffix == 1 { run_name.to_string() } else { format!("{run_name}-{suffix}") };
-                    let dir = std::path::Path::new("runs").join(name);
-                    match std::fs::create_dir(&dir) {
-                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => suffix += 1,
-                        created => break created.map(|()| dir),
-                    }
-                }
-            }),
-        };
-        let log = created.and_then(|dir| RunLog::open(dir, args, device, total_steps, start));
-        log.unwrap_or_else(|e| fail(1, format!("cannot write runs/{run_name}: {e}")))
-    }
-
-    /// With `--resume` the CSVs are cut back to the checkpoint (what was logged after it goes) and
-    /// TensorBoard's events are written anew from them, so that no row is missing or repeated.
-    fn open(
-        dir: std::path::PathBuf,
-        args: &Args,
-        device: &str,
-        total_steps: u64,
-        start: &Start,
-    ) -> std::io::Result<RunLog> {
-        let mut json = serde_json::to_value(args)?;
-        json["binary"] = env!("CARGO_BIN_NAME").into(); // what --resume checks
-        json["device"] = device.into(); // the device the run used, as the line at start says
-        let tmp = dir.join("args.tmp.json");
-        std::fs::write(&tmp, serde_json::to_string_pretty(&json)? + "\n")?;
-        std::fs::rename(tmp, dir.join("args.json"))?;
-        let (iteration, global_step) = (start.iteration as f64, start.global_step as f64);
-        let updates_kept = cut_back(&dir.join("updates.csv"), "iteration", iteration)?;
-        let episodes_kept = cut_back(&dir.join("episodes.csv"), "global_step", global_step)?;
-        let old_events: Vec<_> = std::fs::read_dir(&dir)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("events.out.tfevents.")))
-            .collect();
-        if start.iteration > 0 {
-            println!("resuming {} at iteration {}, global_step {}", dir.display(), start.iteration, start.global_step);
-        }
-        let mut tb = tboard::EventWriter::create(&dir).map_err(std::io::Error::other)?;
-        for (header, rows) in [&updates_kept, &episodes_kept] {
-            let step = header.iter().position(|h| h == "global_step").unwrap_or(0);
-            for row in rows {
-                let step = row[step].parse::<f64>().unwrap_or(0.0) as i64;
-                for (tag, value) in header.iter().zip(row).filter(|(tag, _)| tag.contains('/')) {
-                    let value = value.parse::<f64>().unwrap_or(f64::NAN) as f32;
-                    tb.write_scalar(step, tag, value).map_err(std::io::Error::other)?;
-                }
-            }
-        }
-        for old in old_events {
-            std::fs::remove_file(old)?;
-        }
-        let append = |name: &str| -> std::io::Result<csv::Writer<std::fs::File>> {
-            let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(name))?;
-            Ok(csv::Writer::from_writer(file))
-        };
-        let (episodes, updates) = (append("episodes.csv")?, append("updates.csv")?);
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let template = "{elapsed_precise} [{wide_bar}] {pos}/{len} steps {msg}";
-            let style = ProgressStyle::with_template(template).expect("valid template");
-            ProgressBar::new(total_steps).with_style(style).with_position(start.global_step)
-        });
-        let return_column = episodes_kept.0.iter().position(|h| h == "charts/episodic_return").unwrap_or(1);
-        let returns = episodes_kept.1.iter().rev().take(20).rev();
-        let recent = returns.map(|row| row[return_column].parse().unwrap_or(f64::NAN)).collect();
-        Ok(RunLog {
-            dir,
-            episodes,
-            updates,
-            rows: updates_kept.1.len(),
-            ranks: 1,
-            episodes_header: !episodes_kept.0.is_empty(),
-            recent,
-            tb,
-            bar,
-            last_update: Instant::now(),
-            start_time: start.start_time,
-            checkpoint_interval: args.run.checkpoint_interval,
-            checkpoint_seconds: 0.0,
-            env_id: args.env_id.clone(),
-        })
-    }
-
-    /// The episodes that ended at this step: CleanRL's `charts/episodic_return` and `episodic_length`.
-    #[allow(dead_code)] // ppo_atari_multigpu logs every episode with its rank
-    fn episodes(&mut self, global_step: u64, finished: &[envs::FinishedEpisode]) {
-        for ep in finished {
-            self.episode_of_rank(0, global_step, ep.r, ep.l);
-        }
-    }
-
-    fn episode_of_rank(&mut self, rank: usize, global_step: u64, r: f64, l: u64) {
-        self.episodes_header();
-        let mut record = vec![global_step.to_string(), r.to_string(), l.to_string()];
-        if self.ranks > 1 {
-            record.push(rank.to_string());
-        }
-        // a failed write surfaces at the next update's flush
-        let _ = self.episodes.write_record(&record);
-        let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_return", r as f32);
-        let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_length", l as f32);
-        self.recent.push_back(r);
-        if self.recent.len() > 20 {
-            self.recent.pop_front();
-        }
-    }
-
-    /// Appends one row of (column, value) pairs (the header first) and the timing columns:
-    /// the iteration's collection time (its wall time less learning), env stepping, learning, and
-    /// writing the checkpoint after the previous update.
-    /// Flushes, and shows progress. A non-finite `loss` (the last minibatch's) then ends the run,
-    /// its rows kept.
-    fn update(&mut self, row: &[(&str, f64)], loss: &Tensor, iterations: usize, env_seconds: f64, learning: Instant) {
-        let (iteration_seconds, now) = (self.last_update.elapsed().as_secs_f64(), Instant::now());
-        let learning_seconds = learning.elapsed().as_secs_f64();
-        let checkpoint_seconds = std::mem::take(&mut self.checkpoint_seconds);
-        let mut row = row.to_vec();
-        // CleanRL's charts/SPS: steps per second since the run started, after explained_variance
-        let global_step = row.iter().find(|(n, _)| *n == "global_step").map_or(0.0, |(_, v)| *v);
-        let sps = (global_step / self.start_time.elapsed().as_secs_f64()).floor();
-        let at = row.iter().position(|(n, _)| *n == "losses/explained_variance").map_or(row.len(), |i| i + 1);
-        row.insert(at, ("charts/SPS", sps));
-        row.push(("timing/collection_seconds", iteration_seconds - learning_seconds - checkpoint_seconds));
-        row.push(("timing/env_seconds", env_seconds));
-        row.push(("timing/learning_seconds", learning_seconds));
-        row.push(("timing/checkpoint_seconds", checkpoint_seconds));
-        self.last_update = now;
-        if let Err(e) = self.write(&row) {
-            self.fail(format!("cannot write the metrics: {e}"));
-        }
-        self.rows += 1;
-        let get = |name: &str| row.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
-        let mean = self.recent.iter().sum::<f64>() / self.recent.len() as f64; // NaN before any episode
-        let msg = format!("SPS {}, return (last 20) {mean:.1}", get("charts/SPS"));
-        match &self.bar {
-            Some(bar) => {
-                bar.set_position(get("global_step") as u64);
-                bar.set_message(msg);
-            }
-            None if self.rows.is_multiple_of(iterations.div_ceil(50)) || self.rows == iterations => {
-                println!("update {}/{iterations}, global_step {}, {msg}", self.rows, get("global_step"));
-            }
-            None => {}
-        }
-        if !loss.double_value(&[]).is_finite() {
-            let losses =
-                ["losses/policy_loss", "losses/value_loss", "losses/entropy"].map(|c| format!("{c} {}", get(c)));
-            self.fail(format!("the loss became non-finite at update {} ({})", get("iteration"), losses.join(", ")));
-        }
-    }
-
-    /// episodes.csv's header, once: before its first row or at the first update, whichever comes first
-    fn episodes_header(&mut self) {
-        if !self.episodes_header {
-            self.episodes_header = true;
-            let rank = (self.ranks > 1).then_some("rank");
-            let header = ["global_step", "charts/episodic_return", "charts/episodic_length"].into_iter().chain(rank);
-            let _ = self.episodes.write_record(header); // a failed write surfaces at the next flush
-        }
-    }
-
-    fn write(&mut self, row: &[(&str, f64)]) -> std::io::Result<()> {
-        self.episodes_header();
-        if self.rows == 0 {
-            self.updates.write_record(row.iter().map(|(name, _)| name))?;
-        }
-        self.updates.write_record(row.iter().map(|(_, value)| value.to_string()))?;
-        let step = row.iter().find(|(name, _)| *name == "global_step").map_or(0, |(_, v)| *v as i64);
-        for (tag, value) in row.iter().filter(|(name, _)| name.contains('/')) {
-            // TensorBoard keeps f32, as CleanRL's SummaryWriter does
-            self.tb.write_scalar(step, tag, *value as f32).map_err(std::io::Error::other)?;
-        }
-        self.updates.flush()?;
-        self.episodes.flush()
-    }
-
-    /// Saves the weights as `<name>.safetensors` in the run directory: written to a temporary
-    /// file, then renamed, so a crash never leaves a half-written model. Fails with exit code 1.
-    fn save(&self, vs: &nn::VarStore, name: &str) -> std::path::PathBuf {
-        let (path, tmp) =
-            (self.dir.join(format!("{name}.safetensors")), self.dir.join(format!("{name}.tmp.safetensors")));
-        let saved = vs.save(&tmp).and_then(|()| Ok(std::fs::rename(&tmp, &path)?));
-        saved.unwrap_or_else(|e| fail(1, format!("cannot save {}: {e}", path.display())));
-        println!("model saved to {}", path.display());
-        path
-    }
-
-    /// Writes eval.csv (one row per episode, CleanRL's tag) and prints the mean.
-    fn eval(&self, returns: &[f64]) {
-        let write = || -> std::io::Result<()> {
-            let mut w = csv::Writer::from_path(self.dir.join("eval.csv"))?;
-            w.write_record(["episode", "eval/episodic_return"])?;
-            for (i, r) in returns.iter().enumerate() {
-                w.write_record(&[i.to_string(), r.to_string()])?;
-            }
-            w.flush()
-        };
-        write().unwrap_or_else(|e| fail(1, format!("cannot write eval.csv: {e}")));
-        let mean = returns.iter().sum::<f64>() / returns.len() as f64;
-        println!("eval: mean episodic return {mean:.1} over {} episodes", returns.len());
-    }
-
-    /// Every `--checkpoint-interval` updates and after the last: the weights, Adam's state, the
-    /// running statistics and the counters in `checkpoint.safetensors`, written to a temporary file
-    /// and renamed, so that a crash while writing leaves the previous one. Fails with exit code 1.
-    fn checkpoint(
-        &mut self,
-        iteration: usize,
-        num_iterations: usize,
-        global_step: u64,
-        learning_rate: f64,
-        optimizer: &FlatAdam,
-        stats: &[envs::SharedRms],
-    ) {
-        let every = self.checkpoint_interval;
-        if every == 0 || !(iteration.is_multiple_of(every) || iteration == num_iterations) {
-            return;
-        }
-        let write_start = Instant::now();
-        let mut tensors = std::collections::BTreeMap::new();
-        for (name, t) in [("weights", &optimizer.flat), ("adam.m", &optimizer.m), ("adam.v", &optimizer.v)] {
-            tensors.insert(name.to_string(), t.to_device(Device::Cpu));
-        }
-        for (i, handle) in stats.iter().enumerate() {
-            let rms = handle.lock();
-            tensors
-                .insert(format!("rms.{i}"), Tensor::from_slice(&[&rms.mean[..], &rms.var[..], &[rms.count]].concat()));
-        }
-        let meta = CheckpointMeta {
-            binary: env!("CARGO_BIN_NAME").into(),
-            env_id: self.env_id.clone(),
-            iteration,
-            global_step,
-            adam_step: optimizer.t,
-            learning_rate,
-            elapsed_seconds: self.start_time.elapsed().as_secs_f64(),
-            stats: stats.len(),
-            checksum: checksum(&tensors),
-        };
-        let json = serde_json::to_vec(&meta).expect("numbers and strings");
-        tensors.insert("meta".into(), Tensor::from_slice(&json));
-        let (path, tmp) = (self.dir.join("checkpoint.safetensors"), self.dir.join("checkpoint.tmp.safetensors"));
-        let written = Tensor::write_safetensors(&tensors.iter().collect::<Vec<_>>(), &tmp)
-            .map_err(std::io::Error::other)
-            .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
-            .and_then(|()| std::fs::rename(&tmp, &path));
-        if let Err(e) = written {
-            self.fail(format!("cannot write {}: {e}", path.display()));
-        }
-        self.checkpoint_seconds = write_start.elapsed().as_secs_f64();
-    }
-
-    /// Ends the progress bar where it stands, then fails with exit code 1 (metrics so far are kept).
-    fn fail(&self, msg: String) -> ! {
-        if let Some(bar) = &self.bar {
-            bar.abandon();
-        }
-        fail(1, format!("{msg}; the metrics so far are in {}", self.dir.display()))
-    }
-}
-
-/// `--resume`: keeps a CSV file's rows up to the last whose `column` is at most `limit` (a row cut
-/// short by a crash goes too), rewritten atomically; returns the header and the rows kept (none
-/// when the file does not exist: a new run).
-fn cut_back(
-    path: &std::path::Path,
-    column: &str,
-    limit: f64,
-) -> std::io::Result<(csv::StringRecord, Vec<csv::StringRecord>)> {
-    if !path.exists() {
-        return Ok(Default::default());
-    }
-    let mut reader = csv::ReaderBuilder::new().flexible(true).from_path(path)?;
-    let header = reader.headers()?.clone();
-    let i = header.iter().position(|h| h == column).unwrap_or(0);
-    let fits = |r: &csv::StringRecord| r.len() == header.len() && r[i].parse::<f64>().is_ok_and(|x| x <= limit);
-    let rows: Vec<_> = reader.records().map_while(|r| r.ok().filter(fits)).collect();
-    let tmp = path.with_extension("tmp.csv");
-    let mut writer = csv::Writer::from_path(&tmp)?;
-    if !header.is_empty() {
-        writer.write_record(&header)?;
-    }
-    for row in &rows {
-        writer.write_record(row)?;
-    }
-    writer.flush()?;
-    std::fs::rename(tmp, path)?;
-    Ok((header, rows))
-}
-/// Where the loop starts: a new run at iteration 0 with `--seed`; with `--resume`, where the run's
-/// checkpoint stood.
-struct Start {
-    /// the last iteration done: the loop goes on with the next
-    iteration: usize,
-    global_step: u64,
-    /// when the run started, as if it had never stopped (SPS counts the time before the checkpoint)
-    start_time: Instant,
-    /// the envs' seed: `--seed`, or when resuming one derived from it and the iteration
-    seed: u64,
-    /// the learning rate of the last update (`--learning-rate` for a new run), where a variant adapts it
-    #[allow(dead_code)] // read by --adaptive-lr (ppo_continuous, ppo_multilevel)
-    learning_rate: f64,
-}
-
-impl Start {
-    /// With `--resume`: reads the run's checkpoint into the optimizer (weights and Adam's state) and
-    /// the statistics, and seeds libtorch with `seed + 1,000,003 x iteration` (two resumes from one
-    /// checkpoint give the same metrics); the envs start fresh episodes from that seed. Bad
-    /// checkpoints: one line, exit code 2, nothing written.
-    fn new(args: &Args, num_iterations: usize, optimizer: &mut FlatAdam, stats: &[envs::SharedRms]) -> Start {
-        let Some(dir) = &args.run.resume else {
-            let (start_time, seed, learning_rate) = (Instant::now(), args.run.seed, args.learning_rate);
-            return Start { iteration: 0, global_step: 0, start_time, seed, learning_rate };
-        };
-        let (meta, tensors) = read_checkpoint(dir, &args.env_id).unwrap_or_else(|e| fail(2, e));
-        let tensor = |name: &str| tensors.get(name).ok_or_else(|| format!("{}: no {name}", dir.display()));
-        let loaded = (|| -> Result<(), String> {
-            for (name, into) in [("weights", &optimizer.flat), ("adam.m", &optimizer.m), ("adam.v", &optimizer.v)] {
-                let saved = tensor(name)?;
-                if saved.size() != into.size() {
-                    let (n, m) = (saved.numel(), into.numel());
-                    return Err(format!("its network has {n} parameters, this run's has {m} (another network)"));
-                }
-                tch::no_grad(|| into.shallow_clone().copy_(saved));
-            }
-            optimizer.t = meta.adam_step;
-            if stats.len() != meta.stats {
-                return Err(format!("it holds {} running statistics, this run has {}", meta.stats, stats.len()));
-            }
-            for (i, handle) in stats.iter().enumerate() {
-                let v = Vec::<f64>::try_from(tensor(&format!("rms.{i}"))?).map_err(|e| e.to_string())?;
-                let mut rms = handle.lock();
-                let d = rms.mean.len();
-                if v.len() != 2 * d + 1 {
-                    return Err(format!("its statistics {i} have {} values, this run's {}", v.len(), 2 * d + 1));
-                }
-                *rms = envs::RunningMeanStd { mean: v[..d].to_vec(), var: v[d..2 * d].to_vec(), count: v[2 * d] };
-            }
-            Ok(())
-        })();
-        loaded.unwrap_or_else(|e| fail(2, format!("cannot resume from {}: {e}", dir.display())));
-        if meta.iteration >= num_iterations {
-            let (run, i) = (dir.display(), meta.iteration);
-            fail(2, format!("{run} is complete ({i} of {num_iterations} iterations); a larger total extends it"));
-        }
-        let seed = args.run.seed.wrapping_add(1_000_003 * meta.iteration as u64);
-        tch::manual_seed(seed as i64);
-        let elapsed = std::time::Duration::from_secs_f64(meta.elapsed_seconds);
-        let start_time = Instant::now().checked_sub(elapsed).unwrap_or_else(Instant::now);
-        let (iteration, global_step, learning_rate) = (meta.iteration, meta.global_step, meta.learning_rate);
-        Start { iteration, global_step, start_time, seed, learning_rate }
-    }
-}
-
-/// A testing aid (tests/parity.rs): with the environment variable PPO_TRACE=FILE, the first update's
-/// inputs and results go to FILE (safetensors): the initial weights (`init.<name>`), the rollout as
-/// the network saw it (`rollout.obs`, `.actions`, `.rewards`, `.dones`, `.next_obs`, `.next_done`),
-/// every epoch's minibatch order (`order.<epoch>`), the weights after the update (`after.<name>`)
-/// and the update's logged values (`scalar.<column>`). Without the variable it does nothing.
-#[allow(dead_code)] // not used by ppo_multilevel, which has no CleanRL counterpart
-struct Trace {
-    path: Option<std::path::PathBuf>,
-    tensors: Vec<(String, Tensor)>,
-    epochs: usize,
-}
-
-#[allow(dead_code)]
-impl Trace {
-    fn start(vs: &nn::VarStore) -> Trace {
-        let mut trace = Trace { path: std::env::var_os("PPO_TRACE").map(Into::into), tensors: Vec::new(), epochs: 0 };
-        trace.weights("init", vs);
-        trace
-    }
-
-    fn weights(&mut self, prefix: &str, vs: &nn::VarStore) {
-        if self.path.is_some() {
-            for (name, t) in vs.variables() {
-                self.tensors.push((format!("{prefix}.{name}"), t.to_device(Device::Cpu).copy()));
-            }
-        }
-    }
-
-    /// The order in which the next epoch visits the batch (rows, or envs for an LSTM).
-    fn order(&mut self, inds: &Tensor) {
-        if self.path.is_some() {
-            self.tensors.push((format!("order.{}", self.epochs), inds.to_device(Device::Cpu).copy()));
-            self.epochs += 1;
-        }
-    }
-
-    /// Writes the file at the end of the first update (later calls do nothing). Fails with exit code 1.
-    fn finish(
-        &mut self,
-        vs: &nn::VarStore,
-        row: &[(&str, f64)],
-        [obs, actions, next_obs]: [&Tensor; 3],
-        [rewards, dones]: [&[Vec<f32>]; 2],
-        next_done: &[f32],
-    ) {
-        self.weights("after", vs);
-        let Some(path) = self.path.take() else { return };
-        let host = |rows: &[Vec<f32>]| Tensor::from_slice(&rows.concat());
-        let rollout = [("obs", obs.to_device(Device::Cpu)), ("actions", actions.to_device(Device::Cpu))];
-        let rollout = rollout.into_iter().chain([("rewards", host(rewards)), ("dones", host(dones))]);
-        let rollout =
-            rollout.chain([("next_obs", next_obs.to_device(Device::Cpu)), ("next_done", host(&[next_done.to_vec()]))]);
-        self.tensors.extend(rollout.map(|(name, t)| (format!("rollout.{name}"), t.contiguous())));
-        self.tensors.extend(row.iter().map(|(name, v)| (format!("scalar.{name}"), Tensor::from_slice(&[*v]))));
-        let written = Tensor::write_safetensors(&self.tensors, &path);
-        written.unwrap_or_else(|e| fail(1, format!("cannot write the trace {}: {e}", path.display())));
-    }
-}
-
-/// What a checkpoint says of itself, beside its tensors (stored as JSON in the tensor "meta").
-#[derive(serde::Serialize, serde::Deserialize)]
-struct CheckpointMeta {
-    binary: String,
-    env_id: String,
-    iteration: usize,
-    global_step: u64,
-    adam_step: i32,
-    /// the learning rate of the last update
-    learning_rate: f64,
-    elapsed_seconds: f64,
-    /// how many running statistics (`rms.0`, `rms.1`, ...)
-    stats: usize,
-    /// FNV-1a over every other tensor's bytes, in name order: a damaged file does not load
-    checksum: u64,
-}
-
-fn checksum(tensors: &std::collections::BTreeMap<String, Tensor>) -> u64 {
-    let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    for t in tensors.values() {
-        let numel = t.numel();
-        let mut bytes = vec![0u8; numel * t.kind().elt_size_in_bytes()];
-        t.copy_data_u8(&mut bytes, numel);
-        hash = bytes.iter().fold(hash, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-    }
-    hash
-}
-
-fn read_checkpoint(
-    dir: &std::path::Path,
-    env_id: &str,
-) -> Result<(CheckpointMeta, std::collections::BTreeMap<String, Tensor>), String> {
-    let path = dir.join("checkpoint.safetensors");
-    if !path.is_file() {
-        let why = "it ran with --checkpoint-interval 0, or stopped before its first checkpoint";
-        return Err(format!("cannot resume {}: it has no checkpoint.safetensors ({why})", dir.display()));
-    }
-    let damaged = |e: String| format!("cannot resume from {}: it is damaged or truncated ({e})", path.display());
-    let mut tensors: std::collections::BTreeMap<String, Tensor> =
-        Tensor::read_safetensors(&path).map_err(|e| damaged(e.to_string()))?.into_iter().collect();
-    let meta = tensors.remove("meta").ok_or_else(|| damaged("no meta".into()))?;
-    let meta: CheckpointMeta = Vec::<u8>::try_from(&meta)
-        .map_err(|e| e.to_string())
-        .and_then(|json| serde_json::from_slice(&json).map_err(|e| e.to_string()))
-        .map_err(damaged)?;
-    if checksum(&tensors) != meta.checksum {
-        return Err(damaged("its checksum does not match".into()));
-    }
-    let bin = env!("CARGO_BIN_NAME");
-    if meta.binary != bin || meta.env_id != env_id {
-        let (b, e) = (&meta.binary, &meta.env_id);
-        return Err(format!("{} is a checkpoint of {b} on {e}, not of {bin} on {env_id}", path.display()));
-    }
-    Ok((meta, tensors))
-}
-
-/// `Args::parse()` with CleanRL's booleans (`--cuda` alone means true, `--cuda false` turns it
-/// off) and every error in one line with exit code 2; with `--resume`, the run's own arguments.
-/// Sets libtorch's threads (`--torch-threads`).
-fn parse_args() -> Args {
-    let optional_value = |arg: clap::Arg| match arg.get_action() {
-        ArgAction::SetTrue => {
-            let default = arg.get_default_values().first().cloned().unwrap_or_else(|| "false".into());
-            arg.action(ArgAction::Set)
-                .num_args(0..=1)
-                .default_missing_value("true")
-                .default_value(default)
-                .value_name("BOOL")
-        }
-        _ => arg,
-    };
-    let matches = Args::command().args_override_self(true).allow_negative_numbers(true).mut_args(optional_value);
-    let matches = matches.try_get_matches();
-    let parsed = matches.and_then(|m| Args::from_arg_matches(&m).map(|args| (args, m)));
-    let (args, matches) = parsed.unwrap_or_else(|e| match e.kind() {
-        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
-        // clap's first paragraph (the error and the allowed values), without its usage lines
-        _ => fail(
-            2,
-            e.to_string().split("\n\n").next().unwrap_or_default().trim_start_matches("error: ").replace("\n  ", " "),
-        ),
-    });
-    let args = match &args.run.resume {
-        Some(dir) => resumed_args(dir, &args, &matches).unwrap_or_else(|e| fail(2, e)),
-        None => args,
-    };
-    envs::check_id(env!("CARGO_BIN_NAME"), &args.env_id).unwrap_or_else(|e| fail(2, e));
-    tch::set_num_threads(args.run.torch_threads as i32);
-    args
-}
-
-/// Seconds since 1970, for the run's name.
-fn unix_time() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// The flags that `--resume` takes from the command line; the others are the run's (args.json).
-const RESUME_MAY_CHANGE: [&str; 9] = [
-    "resume",
-    "total_timesteps",
-    "num_iterations",
-    "checkpoint_interval",
-    "save_model",
-    "cuda",
-    "device_ids",
-    "torch_threads",
-    "env_threads",
-];
-
-/// `--resume DIR`: the arguments in the run's args.json, with those of `RESUME_MAY_CHANGE` that the
-/// command line gives; another flag given with a value other than the run's is an error.
-fn resumed_args(dir: &std::path::Path, given: &Args, matches: &clap::ArgMatches) -> Result<Args, String> {
-    let cannot = |why: String| format!("cannot resume {}: {why}", dir.display());
-    let json = std::fs::read_to_string(dir.join("args.json"))
-        .map_err(|e| cannot(format!("no args.json there ({e}); --resume takes a run directory, runs/<run-name>")))?;
-    let mut saved: serde_json::Value =
-        serde_json::from_str(&json).map_err(|e| cannot(format!("its args.json is damaged ({e})")))?;
-    let bin = env!("CARGO_BIN_NAME");
-    if saved["binary"] != bin {
-        let other = saved["binary"].as_str().unwrap_or("an earlier version").to_string();
-        return Err(cannot(format!("it is a run of {other}, not of {bin}")));
-    }
-    let given = serde_json::to_value(given).map_err(|e| e.to_string())?;
-    for (key, value) in given.as_object().into_iter().flatten() {
-        if matches.value_source(key) != Some(clap::parser::ValueSource::CommandLine) {
-            continue;
-        }
-        if RESUME_MAY_CHANGE.contains(&key.as_str()) {
-            saved[key] = value.clone();
-        } else if saved[key] != *value {
-            let (flag, run) = (key.replace('_', "-"), &saved[key]);
-            let may = "the run's length (to extend it), --checkpoint-interval, --save-model, --cuda and thread counts";
-            return Err(cannot(format!(
-                "--{flag} {value} is not the run's {run}; with --resume only {may} may change"
-            )));
-        }
-    }
-    serde_json::from_value(saved).map_err(|e| cannot(format!("its args.json does not fit {bin} ({e})")))
-}
-
-// value parsers: the range in which each numeric flag can work
-
-fn at_least_one(s: &str) -> Result<usize, String> {
-    s.parse().map_err(|e| format!("{e}")).and_then(|n| if n >= 1 { Ok(n) } else { Err("must be at least 1".into()) })
-}
-
-fn float_where(s: &str, ok: fn(f64) -> bool, range: &str) -> Result<f64, String> {
-    s.parse().map_err(|e| format!("{e}")).and_then(|x| if ok(x) { Ok(x) } else { Err(format!("must be {range}")) })
-}
-
-fn positive(s: &str) -> Result<f64, String> {
-    float_where(s, |x| x > 0.0 && x.is_finite(), "finite and > 0")
-}
-
-fn kl_target(s: &str) -> Result<f64, String> {
-    float_where(s, |x| x >= 0.0, ">= 0 (inf: never stop)")
-}
-
-fn finite(s: &str) -> Result<f64, String> {
-    float_where(s, f64::is_finite, "finite")
-}
-
-fn unit_interval(s: &str) -> Result<f64, String> {
-    float_where(s, |x| (0.0..=1.0).contains(&x), "in [0, 1]")
-}
-
-/// `--exp-name` names a directory inside runs/, so it is a plain name.
-fn plain_name(s: &str) -> Result<String, String> {
-    let plain = !s.is_empty() && !s.contains(['/', '\\']) && !s.contains("..");
-    plain.then(|| s.to_string()).ok_or_else(|| "must be a plain name, without '/', '\\' or '..'".into())
-}
-
-/// The device `--cuda` asks for, and why, in words for the line printed at start and args.json: the first GPU
-/// when libtorch has CUDA and a GPU is visible, the CPU otherwise.
-fn pick_device(cuda: bool) -> (Device, String) {
-    if !cuda {
-        (Device::Cpu, "cpu (--cuda false)".into())
-    } else if !tch::utils::has_cudart() {
-        (Device::Cpu, "cpu (this libtorch is built without CUDA)".into())
-    } else if tch::Cuda::device_count() == 0 {
-        (Device::Cpu, "cpu (the CUDA runtime is loaded, but no GPU is visible)".into())
-    } else {
-        (
-            Device::Cuda(0),
-            format!("cuda:0 ({})", gpu_name(0).unwrap_or_else(|| "a GPU whose name CUDA did not give".into())),
-        )
-    }
-}
-
-/// `cudaGetDeviceProperties` of the CUDA runtime libtorch loaded (its name in CUDA 12 and 13), found at run time:
-/// libtorch does not expose the GPU's name, and nothing of ours links against CUDA.
-type GetDeviceProperties = unsafe extern "C" fn(*mut std::ffi::c_void, std::ffi::c_int) -> std::ffi::c_int;
-fn cuda_get_device_properties() -> Option<GetDeviceProperties> {
-    extern "C" {
-        fn dlsym(handle: *mut std::ffi::c_void, symbol: *const std::ffi::c_char) -> *mut std::ffi::c_void;
-    }
-    [c"cudaGetDeviceProperties_v2", c"cudaGetDeviceProperties"].iter().find_map(|name| {
-        // SAFETY: a null handle (RTLD_DEFAULT) searches the libraries already loaded; both names have this signature
-        let f = unsafe { dlsym(std::ptr::null_mut(), name.as_ptr()) };
-        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut std::ffi::c_void, GetDeviceProperties>(f) })
-    })
-}
-
-/// The name of GPU `index`, as `nvidia-smi` shows it.
-fn gpu_name(index: i32) -> Option<String> {
-    let get = cuda_get_device_properties()?;
-    // cudaDeviceProp starts with `char name[256]` in every CUDA version; the buffer exceeds any version's struct
-    let mut prop = vec![0u8; 64 << 10];
-    // SAFETY: the buffer is larger than cudaDeviceProp, which the call fills
-    let status = unsafe { get(prop.as_mut_ptr().cast(), index) };
-    let name = std::ffi::CStr::from_bytes_until_nul(&prop[..256]).ok()?.to_string_lossy();
-    (status == 0 && !name.is_empty()).then(|| name.into_owned())
-}
-
-/// CleanRL's evaluation loop for `--save-model`: 10 episodes of `env` from `seed`, `act` choosing and
-/// taking every action; their returns, for eval.csv.
-fn play<O>(env: Box<dyn envs::Env<Obs = O>>, seed: u64, mut act: impl FnMut(&mut VecEnv<O>)) -> Vec<f64>
-where
-    O: Copy + Default + Send + Sync + 'static,
-{
-    let mut env = VecEnv::new(vec![env]);
-    env.reset(Some(seed));
-    let mut returns = Vec::new();
-    while returns.len() < 10 {
-        act(&mut env);
-        returns.extend(env.finished.iter().map(|ep| ep.r));
-    }
-    returns
-}
-
-/// Prints one line and exits: 2 for bad input, 1 for failures while running.
-fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
-    // under mpirun (ppo_atari_multigpu) every rank finds the same bad input: rank 0 alone says so
-    if code != 2 || std::env::var("OMPI_COMM_WORLD_RANK").map_or(true, |rank| rank == "0") {
-        eprintln!("error: {msg}");
-    }
-    std::process::exit(code)
-}
-
-#[cfg(test)]
-mod plumbing_tests {
-    use super::explained_variance;
-
-    #[test]
-    fn explained_variance_is_nan_for_constant_returns_as_numpy() {
-        assert!(explained_variance(&[1.0, 2.0], &[3.0, 3.0]).is_nan(), "values vary, returns constant");
-        assert!(explained_variance(&[3.0, 3.0], &[3.0, 3.0]).is_nan(), "both constant");
-        assert_eq!(explained_variance(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0]), 1.0);
-        assert_eq!(explained_variance(&[0.0, 0.0], &[1.0, 3.0]), 0.0);
-    }
-
-    /// A checkpoint gives back the weights, Adam's state and the running statistics bit for bit.
-    #[test]
-    fn a_checkpoint_restores_weights_adam_and_statistics_bit_for_bit() {
-        use super::*;
-        let dir = tempfile::tempdir().expect("temp dir");
-        let make = || {
-            let vs = nn::VarStore::new(Device::Cpu);
-            let layer = nn::linear(vs.root() / "layer", 3, 2, Default::default());
-            let optimizer = FlatAdam::new(&vs, 1e-5);
-            (vs, layer, optimizer)
-        };
-        let (_vs, layer, mut saved) = make();
-        for _ in 0..3 {
-            saved.zero_grad();
-            layer.forward(&Tensor::randn([4, 3], (Kind::Float, Device::Cpu))).square().sum(Kind::Float).backward();
-            saved.step(1e-2);
-        }
-        let rms = envs::RunningMeanStd { mean: vec![0.1, -0.2], var: vec![3.0, 1e-3], count: 5.5 };
-        let mut args = Args::try_parse_from([env!("CARGO_BIN_NAME")]).expect("the defaults parse");
-        let start = Start { iteration: 0, global_step: 0, start_time: Instant::now(), seed: 1, learning_rate: 1e-3 };
-        let mut log = RunLog::open(dir.path().to_path_buf(), &args, "cpu", 100, &start).expect("run log");
-        log.checkpoint(7, 7, 700, 1e-3, &saved, &[envs::SharedRms::new(rms.clone())]);
-
-        args.run.resume = Some(dir.path().to_path_buf());
-        let (_vs, _layer, mut restored) = make();
-        let restored_rms = envs::SharedRms::new(envs::RunningMeanStd::new(2));
-        let start = Start::new(&args, 8, &mut restored, std::slice::from_ref(&restored_rms));
-        assert_eq!((start.iteration, start.global_step), (7, 700));
-        let bits = |t: &Tensor| to_host(t).iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        for (a, b) in [(&saved.flat, &restored.flat), (&saved.m, &restored.m), (&saved.v, &restored.v)] {
-            assert_eq!(bits(a), bits(b));
-        }
-        assert_eq!(saved.t, restored.t);
-        assert_eq!(*restored_rms.lock(), rms);
-    }
-
-    /// Built as the binaries are, a process with libtorch's CUDA library finds the CUDA runtime's
-    /// `cudaGetDeviceProperties` (the GPU's name for the device line) and, with no GPU, gets no name.
-    #[test]
-    fn the_cuda_runtime_names_gpus() {
-        if !tch::utils::has_cudart() {
-            return; // a CPU-only libtorch: tests/cuda.rs checks the binaries say so
-        }
-        assert!(super::cuda_get_device_properties().is_some(), "cudaGetDeviceProperties not found");
-        if tch::Cuda::device_count() == 0 {
-            assert_eq!(super::gpu_name(0), None);
-        } else {
-            assert!(super::gpu_name(0).is_some_and(|n| !n.is_empty()));
-        }
-    }
 }

@@ -1,0 +1,32 @@
+//! Value parsers for clap: the range in which each numeric flag can work, so that a flag out of
+//! range is one line naming the flag, the value and the range (exit code 2).
+
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    s.parse().map_err(|e| format!("{e}")).and_then(|n| if n >= 1 { Ok(n) } else { Err("must be at least 1".into()) })
+}
+
+pub fn float_where(s: &str, ok: fn(f64) -> bool, range: &str) -> Result<f64, String> {
+    s.parse().map_err(|e| format!("{e}")).and_then(|x| if ok(x) { Ok(x) } else { Err(format!("must be {range}")) })
+}
+
+pub fn positive(s: &str) -> Result<f64, String> {
+    float_where(s, |x| x > 0.0 && x.is_finite(), "finite and > 0")
+}
+
+pub fn kl_target(s: &str) -> Result<f64, String> {
+    float_where(s, |x| x >= 0.0, ">= 0 (inf: never stop)")
+}
+
+pub fn finite(s: &str) -> Result<f64, String> {
+    float_where(s, f64::is_finite, "finite")
+}
+
+pub fn unit_interval(s: &str) -> Result<f64, String> {
+    float_where(s, |x| (0.0..=1.0).contains(&x), "in [0, 1]")
+}
+
+/// `--exp-name` names a directory inside runs/, so it is a plain name.
+pub fn plain_name(s: &str) -> Result<String, String> {
+    let plain = !s.is_empty() && !s.contains(['/', '\\']) && !s.contains("..");
+    plain.then(|| s.to_string()).ok_or_else(|| "must be a plain name, without '/', '\\' or '..'".into())
+}
