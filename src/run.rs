@@ -260,13 +260,12 @@ impl RunLog {
                 bar.set_message(msg);
             }
             None if self.rows.is_multiple_of(iterations.div_ceil(50)) || self.rows == iterations => {
-                let (since, first_step) = self.resumed;
-                let (done, left) =
-                    (get("global_step") - first_step as f64, (self.total_steps as f64 - get("global_step")));
-                let eta = std::time::Duration::from_secs((since.elapsed().as_secs_f64() * left / done) as u64);
-                let eta =
-                    format!("{:02}:{:02}:{:02}", eta.as_secs() / 3600, eta.as_secs() / 60 % 60, eta.as_secs() % 60);
-                println!("update {}/{iterations}, global_step {}, {eta} left, {msg}", self.rows, get("global_step"));
+                // the time left at this process's pace so far
+                let ((since, first_step), step) = (self.resumed, get("global_step"));
+                let pace = since.elapsed().as_secs_f64() / (step - first_step as f64);
+                let left = (pace * (self.total_steps as f64 - step)) as u64;
+                let eta = format!("{:02}:{:02}:{:02}", left / 3600, left / 60 % 60, left % 60);
+                println!("update {}/{iterations}, global_step {step}, {eta} left, {msg}", self.rows);
             }
             None => {}
         }
@@ -537,27 +536,11 @@ fn read_checkpoint(
     Ok((meta, tensors))
 }
 
-/// `Args::parse()` with CleanRL's booleans (`--cuda` alone means true, `--cuda false` turns it
-/// off) and every error in one line with exit code 2; with `--resume`, the run's own arguments.
+/// `Args::parse()` on [`command`], every error in one line with exit code 2; with `--resume`, the
+/// run's own arguments.
 /// Checks that the env id is known and is this binary's, and sets libtorch's threads (`--torch-threads`).
 pub fn parse_args<A: Experiment>() -> A {
-    let optional_value = |arg: clap::Arg| match arg.get_action() {
-        ArgAction::SetTrue => {
-            let default = arg.get_default_values().first().cloned().unwrap_or_else(|| "false".into());
-            arg.action(ArgAction::Set)
-                .num_args(0..=1)
-                .default_missing_value("true")
-                .default_value(default)
-                .value_name("BOOL")
-        }
-        _ => arg,
-    };
-    let command = A::command().args_override_self(true).allow_negative_numbers(true).mut_args(optional_value);
-    let default = |value: String| move |arg: clap::Arg| arg.required(false).default_value(value);
-    let command = command.mut_arg("exp_name", default(A::NAME.into()));
-    let command = command.mut_arg("torch_threads", default(A::threads().0.to_string()));
-    let matches = command.mut_arg("env_threads", default(A::threads().1.to_string()));
-    let matches = matches.try_get_matches();
+    let matches = command::<A>().try_get_matches();
     let parsed = matches.and_then(|m| A::from_arg_matches(&m).map(|args| (args, m)));
     let (args, matches) = parsed.unwrap_or_else(|e| match e.kind() {
         clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
@@ -574,6 +557,28 @@ pub fn parse_args<A: Experiment>() -> A {
     envs::check_id(A::NAME, args.env_id()).unwrap_or_else(|e| fail(2, e));
     tch::set_num_threads(args.run().torch_threads as i32);
     args
+}
+
+/// What clap parses for a binary: `A`'s flags with CleanRL's booleans (`--cuda` alone means true,
+/// `--cuda false` turns it off), and the defaults that come from the binary (its name for
+/// `--exp-name`, its thread counts).
+fn command<A: Experiment>() -> clap::Command {
+    let optional_value = |arg: clap::Arg| match arg.get_action() {
+        ArgAction::SetTrue => {
+            let default = arg.get_default_values().first().cloned().unwrap_or_else(|| "false".into());
+            arg.action(ArgAction::Set)
+                .num_args(0..=1)
+                .default_missing_value("true")
+                .default_value(default)
+                .value_name("BOOL")
+        }
+        _ => arg,
+    };
+    let command = A::command().args_override_self(true).allow_negative_numbers(true).mut_args(optional_value);
+    let default = |value: String| move |arg: clap::Arg| arg.required(false).default_value(value);
+    let command = command.mut_arg("exp_name", default(A::NAME.into()));
+    let command = command.mut_arg("torch_threads", default(A::threads().0.to_string()));
+    command.mut_arg("env_threads", default(A::threads().1.to_string()))
 }
 
 /// Seconds since 1970, for the run's name.
@@ -620,7 +625,7 @@ fn resumed_args<A: Experiment>(dir: &std::path::Path, given: &A, matches: &clap:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::{CommandFactory, FromArgMatches};
+    use clap::FromArgMatches;
     use tch::{nn::Module, Kind};
 
     /// A binary's `Args` in miniature.
@@ -691,10 +696,7 @@ mod tests {
 
     /// `parse_args`'s command, from given words.
     fn parse_from<const N: usize>(words: [&str; N]) -> Result<Args, clap::Error> {
-        let default = |value: String| move |arg: clap::Arg| arg.required(false).default_value(value);
-        let command = Args::command().mut_arg("exp_name", default("ppo".into()));
-        let command = command.mut_arg("torch_threads", default("3".into())).mut_arg("env_threads", default("2".into()));
-        Args::from_arg_matches(&command.try_get_matches_from(words)?)
+        Args::from_arg_matches(&command::<Args>().try_get_matches_from(words)?)
     }
 
     /// The binary's name and thread counts are the defaults of --exp-name and the thread flags.
@@ -702,7 +704,9 @@ mod tests {
     fn the_binarys_name_and_threads_are_the_defaults() {
         let args = run_args();
         assert_eq!((args.exp_name.as_str(), args.torch_threads, args.env_threads), ("ppo", 3, 2));
-        let given = parse_from(["ppo", "--torch-threads", "5", "--exp-name", "x"]).expect("parses");
-        assert_eq!((given.run.exp_name.as_str(), given.run.torch_threads), ("x", 5));
+        let given = parse_from(["ppo", "--torch-threads", "5", "--exp-name", "x", "--cuda"]).expect("parses");
+        assert_eq!((given.run.exp_name.as_str(), given.run.torch_threads, given.run.cuda), ("x", 5, true));
+        let given = parse_from(["ppo", "--cuda", "false", "--save-model"]).expect("parses");
+        assert_eq!((given.run.cuda, given.run.save_model), (false, true), "CleanRL's booleans");
     }
 }

@@ -15,7 +15,8 @@ use envs::atari::*; // the Atari env and its wrappers
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
 use ppo_details::{
-    fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
+    all_cores, categorical_sample, fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs,
+    RunLog, Start, Trace,
 };
 use std::time::Instant;
 use tch::{nn, nn::Module, Device, Kind, Tensor}; // value parsers: the range in which each numeric flag can work
@@ -89,10 +90,6 @@ struct Args {
 // what the library needs to know of Args: this binary's name, where the flags it reads are, and
 // --torch-threads and --env-threads by default: every core, for the CNN and the envs
 ppo_details::experiment!(Args, (all_cores(), all_cores()));
-
-fn all_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
 
 /// The combinations of flags that cannot run (each flag's own range is checked by clap).
 fn check_args(a: &Args) -> Result<(), String> {
@@ -183,19 +180,11 @@ impl Agent {
         let logits = self.actor.forward(&hidden);
         let log_probs = logits.log_softmax(-1, Kind::Float);
         let probs = log_probs.exp();
-        let action = action.map_or_else(|| sample(&probs), |a| a.shallow_clone());
+        let action = action.map_or_else(|| categorical_sample(&probs), |a| a.shallow_clone());
         let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
         let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
         (action, log_prob, entropy, self.critic.forward(&hidden))
     }
-}
-
-/// One action per row of `probs` (a Categorical sample), by inverting the CDF: the first action
-/// whose cumulative probability exceeds a uniform draw (5 us here; multinomial takes 15).
-fn sample(probs: &Tensor) -> Tensor {
-    let u = Tensor::rand([probs.size()[0], 1], (Kind::Float, probs.device()));
-    let last = probs.size()[1] - 1; // a rounding shortfall of the CDF must not pick past it
-    probs.cumsum(-1, Kind::Float).lt_tensor(&u).sum_dim_intlist(-1, false, Kind::Int64).clamp_max(last)
 }
 
 fn main() {

@@ -16,7 +16,7 @@ use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
 use ppo_details::{
-    fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
+    all_cores, fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
 };
 use std::time::Instant;
 use tch::{nn, nn::Module, Device, Kind, Tensor}; // value parsers: the range in which each numeric flag can work
@@ -90,10 +90,6 @@ struct Args {
 // what the library needs to know of Args: this binary's name, where the flags it reads are, and
 // --torch-threads and --env-threads by default: every core, for the CNN and the envs
 ppo_details::experiment!(Args, (all_cores(), all_cores()));
-
-fn all_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
 
 /// The combinations of flags that cannot run (each flag's own range is checked by clap).
 fn check_args(a: &Args) -> Result<(), String> {

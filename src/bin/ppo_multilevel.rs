@@ -142,7 +142,7 @@ impl ppo_details::Experiment for Args {
         &self.env_id
     }
     fn threads() -> (usize, usize) {
-        (1, std::thread::available_parallelism().map_or(1, |n| n.get()))
+        (1, ppo_details::all_cores())
     }
 }
 
