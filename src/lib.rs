@@ -94,12 +94,16 @@ pub fn var(xs: impl Iterator<Item = f64> + Clone) -> f64 {
 }
 
 /// `impl Experiment for $args` for an `Args` with the fields `run` (the flattened [`RunArgs`]) and
-/// `env_id`, in the binary that calls it (its name is `env!("CARGO_BIN_NAME")` there); the second
-/// form gives the defaults of `--torch-threads` and `--env-threads` (one each without it).
+/// `env_id`, in the binary that calls it (its name is `env!("CARGO_BIN_NAME")` there). The defaults
+/// of `--torch-threads` and `--env-threads`: one each, or with `all_cores` every core for both, or
+/// the pair given.
 #[macro_export]
 macro_rules! experiment {
     ($args:ty) => {
         $crate::experiment!($args, (1, 1));
+    };
+    ($args:ty, all_cores) => {
+        $crate::experiment!($args, ($crate::all_cores(), $crate::all_cores()));
     };
     ($args:ty, $threads:expr) => {
         impl $crate::Experiment for $args {

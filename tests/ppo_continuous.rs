@@ -230,3 +230,16 @@ fn learns_inverted_pendulum_with_defaults() {
     }
     assert!(means.iter().filter(|&&m| m >= 900.0).count() >= 2, "mean of the last 20 returns per seed: {means:?}");
 }
+
+/// Extra 1: the tests' reference of rsl_rl's rule (which the binary's logged rates must follow,
+/// above) on known KL values, desired 0.01.
+#[test]
+fn the_reference_rule_lowers_raises_floors_and_caps() {
+    let rule = common::adaptive_lr_rule;
+    assert_eq!(rule(3e-4, 0.05, 0.01), 3e-4 / 1.5, "above 2 x desired: down");
+    assert_eq!(rule(3e-4, 0.002, 0.01), 3e-4 * 1.5, "positive, below desired / 2: up");
+    assert_eq!(rule(3e-4, 0.01, 0.01), 3e-4, "in between: unchanged");
+    assert_eq!(rule(3e-4, 0.0, 0.01), 3e-4, "zero: unchanged");
+    assert_eq!(rule(1.2e-5, 1.0, 0.01), 1e-5, "floor");
+    assert_eq!(rule(8e-3, 1e-4, 0.01), 1e-2, "cap");
+}

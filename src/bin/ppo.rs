@@ -14,8 +14,7 @@ use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
 use ppo_details::{
-    categorical_sample, fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start,
-    Trace,
+    fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
 };
 use std::time::Instant;
 use tch::{nn, nn::Module, Device, Kind, Tensor};
@@ -148,7 +147,7 @@ impl Agent {
         let logits = self.actor.forward(x);
         let log_probs = logits.log_softmax(-1, Kind::Float);
         let probs = log_probs.exp();
-        let action = action.map_or_else(|| categorical_sample(&probs), |a| a.shallow_clone());
+        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
         let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
         let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
         (action, log_prob, entropy, self.get_value(x))

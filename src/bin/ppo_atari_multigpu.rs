@@ -20,11 +20,10 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
 use ppo_details::{
-    all_cores, categorical_sample, fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs,
-    RunLog, Start, Trace,
+    fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
 };
 use std::time::Instant;
-use tch::{nn, nn::Module, Device, Kind, Tensor}; // value parsers: the range in which each numeric flag can work
+use tch::{nn, nn::Module, Device, Kind, Tensor};
 
 #[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
 #[command(about = "PPO on Atari over MPI ranks (mpirun -np N), after CleanRL's ppo_atari_multigpu.py")]
@@ -109,7 +108,7 @@ impl ppo_details::Experiment for Args {
         &self.env_id
     }
     fn threads() -> (usize, usize) {
-        (all_cores(), all_cores())
+        (ppo_details::all_cores(), ppo_details::all_cores())
     }
 }
 
@@ -202,7 +201,7 @@ impl Agent {
         let logits = self.actor.forward(&hidden);
         let log_probs = logits.log_softmax(-1, Kind::Float);
         let probs = log_probs.exp();
-        let action = action.map_or_else(|| categorical_sample(&probs), |a| a.shallow_clone());
+        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
         let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
         let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
         (action, log_prob, entropy, self.critic.forward(&hidden))

@@ -15,12 +15,11 @@ use envs::atari::*; // the Atari env and its wrappers
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
 use ppo_details::{
-    all_cores, categorical_sample, fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs,
-    RunLog, Start, Trace,
+    fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
 };
 use std::time::Instant;
 use tch::nn::{LSTMState, RNN};
-use tch::{nn, nn::Module, Device, Kind, Tensor}; // value parsers: the range in which each numeric flag can work
+use tch::{nn, nn::Module, Device, Kind, Tensor};
 
 #[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
 #[command(about = "PPO with an LSTM (BreakoutNoFrameskip-v4), after CleanRL's ppo_atari_lstm.py")]
@@ -89,9 +88,8 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-// what the library needs to know of Args: this binary's name, where the flags it reads are, and
-// --torch-threads and --env-threads by default: every core, for the CNN and the envs
-ppo_details::experiment!(Args, (all_cores(), all_cores()));
+// what the library needs to know of Args: this binary's name, where the flags it reads are
+ppo_details::experiment!(Args, all_cores); // --torch-threads, --env-threads: every core (the CNN, the envs)
 
 /// The combinations of flags that cannot run (each flag's own range is checked by clap).
 fn check_args(a: &Args) -> Result<(), String> {
@@ -226,7 +224,7 @@ impl Agent {
         let logits = self.actor.forward(&hidden);
         let log_probs = logits.log_softmax(-1, Kind::Float);
         let probs = log_probs.exp();
-        let action = action.map_or_else(|| categorical_sample(&probs), |a| a.shallow_clone());
+        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
         let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
         let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
         (action, log_prob, entropy, self.critic.forward(&hidden), lstm_state)

@@ -16,10 +16,10 @@ use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
 use ppo_details::{
-    all_cores, fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
+    fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
 };
 use std::time::Instant;
-use tch::{nn, nn::Module, Device, Kind, Tensor}; // value parsers: the range in which each numeric flag can work
+use tch::{nn, nn::Module, Device, Kind, Tensor};
 
 #[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
 #[command(about = "PPO with invalid action masking (MicrortsMining-v1), after the blog's ppo_multidiscrete_mask.py")]
@@ -87,9 +87,8 @@ struct Args {
     invalid_action_masking: bool,
 }
 
-// what the library needs to know of Args: this binary's name, where the flags it reads are, and
-// --torch-threads and --env-threads by default: every core, for the CNN and the envs
-ppo_details::experiment!(Args, (all_cores(), all_cores()));
+// what the library needs to know of Args: this binary's name, where the flags it reads are
+ppo_details::experiment!(Args, all_cores); // --torch-threads, --env-threads: every core (the CNN, the envs)
 
 /// The combinations of flags that cannot run (each flag's own range is checked by clap).
 fn check_args(a: &Args) -> Result<(), String> {
