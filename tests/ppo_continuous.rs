@@ -171,6 +171,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
             (&["--env-id", "CartPole-v1"], &[], "run it with ppo or ppo_lstm;"),
             (&["--num-steps", "100", "--num-minibatches", "32"], &[], "divisible"),
             (&["--adaptive-lr", "--anneal-lr"], &[], "without --anneal-lr"),
+            (&["--capture-video"], &[], "cannot draw itself"),
             (&["--adaptive-lr", "--anneal-lr=false"], &[], "without --anneal-lr"),
             (&["--desired-kl", "0"], &[], "'0' for '--desired-kl"),
             (&["--desired-kl", "nan"], &[], "'nan' for '--desired-kl"),

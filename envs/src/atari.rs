@@ -223,6 +223,11 @@ impl Env for AtariEnv {
     fn lives(&self) -> u32 {
         unsafe { lives(self.ale) }.max(0) as u32
     }
+    fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
+        rgb.resize(HEIGHT * WIDTH * 3, 0);
+        self.screen(rgb);
+        Some((WIDTH, HEIGHT))
+    }
 }
 
 /// Atari 1: NoopResetEnv: after a reset, play NOOP (action 0) a random 1..=noop_max times.
@@ -635,106 +640,6 @@ impl<E: Env> Env for FrameStack<E> {
         let n = self.frame.len();
         obs.copy_within(n.., 0);
         obs[(self.k - 1) * n..].copy_from_slice(&self.frame);
-        step
-    }
-}
-
-/// gymnasium's RecordVideo, as CleanRL's `--capture-video` uses it: every frame of the episodes
-/// chosen by CleanRL's schedule (episodes 0, 1, 8, 27, ..., 729, then every 1000th) written as
-/// GIFs `<dir>/episode-<id>.gif`, frame by frame as they are played (nothing kept in memory).
-/// Wraps the raw RGB env. A video that cannot be written is reported once, and training goes on.
-pub struct RecordVideo<E> {
-    inner: E,
-    dir: Option<PathBuf>,
-    episode_id: u64,
-    frame: Vec<u8>,
-    gif: Option<gif::Encoder<std::io::BufWriter<std::fs::File>>>,
-}
-
-impl<E: Env<Obs = u8>> RecordVideo<E> {
-    /// Records into `dir` (created when needed); with `None` it only passes steps through.
-    pub fn new(inner: E, dir: Option<PathBuf>) -> Self {
-        let n = inner.observation_space().flat_dim();
-        RecordVideo { inner, dir, episode_id: 0, frame: vec![0; n], gif: None }
-    }
-
-    fn scheduled(episode_id: u64) -> bool {
-        if episode_id < 1000 {
-            let root = (episode_id as f64).cbrt().round() as u64;
-            root * root * root == episode_id
-        } else {
-            episode_id.is_multiple_of(1000)
-        }
-    }
-
-    fn start(&mut self) -> std::io::Result<()> {
-        let Some(dir) = &self.dir else { return Ok(()) };
-        std::fs::create_dir_all(dir)?;
-        let file =
-            std::io::BufWriter::new(std::fs::File::create(dir.join(format!("episode-{}.gif", self.episode_id)))?);
-        let mut gif = gif::Encoder::new(file, WIDTH as u16, HEIGHT as u16, &[]).map_err(std::io::Error::other)?;
-        gif.set_repeat(gif::Repeat::Infinite).map_err(std::io::Error::other)?;
-        self.gif = Some(gif);
-        Ok(())
-    }
-
-    /// Appends the current frame, indexed with its own palette (an Atari frame has < 256 colours).
-    fn record(&mut self) -> std::io::Result<()> {
-        let Some(gif) = &mut self.gif else { return Ok(()) };
-        let mut palette: Vec<[u8; 3]> = Vec::new();
-        let pixels: Vec<u8> = self
-            .frame
-            .chunks_exact(3)
-            .map(|px| {
-                let rgb = [px[0], px[1], px[2]];
-                let i = palette.iter().position(|c| *c == rgb).unwrap_or_else(|| {
-                    palette.push(rgb);
-                    palette.len() - 1
-                });
-                i.min(255) as u8
-            })
-            .collect();
-        let mut frame = gif::Frame::from_palette_pixels(WIDTH as u16, HEIGHT as u16, pixels, palette.concat(), None);
-        frame.delay = 2; // hundredths of a second: about the Atari's 60 frames per second
-        gif.write_frame(&frame).map_err(std::io::Error::other)
-    }
-
-    fn guard(&mut self, result: std::io::Result<()>) {
-        if let Err(e) = result {
-            eprintln!("warning: video recording stopped: {e}");
-            (self.dir, self.gif) = (None, None);
-        }
-    }
-}
-
-impl<E: Env<Obs = u8>> Env for RecordVideo<E> {
-    type Obs = u8;
-    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
-        self.inner.reset(seed, &mut self.frame);
-        obs.copy_from_slice(&self.frame);
-        self.gif = None;
-        if self.dir.is_some() && Self::scheduled(self.episode_id) {
-            let started = self.start().and_then(|()| self.record());
-            self.guard(started);
-        }
-    }
-    fn step(&mut self, action: Action, obs: &mut [u8]) -> Step {
-        if self.gif.is_none() {
-            let step = self.inner.step(action, obs);
-            self.episode_id += (step.terminated || step.truncated) as u64;
-            return step;
-        }
-        let step = self.inner.step(action, &mut self.frame);
-        if !obs.is_empty() {
-            obs.copy_from_slice(&self.frame);
-        }
-        let recorded = self.record();
-        self.guard(recorded);
-        if step.terminated || step.truncated {
-            self.gif = None; // dropping the encoder writes the GIF trailer
-            self.episode_id += 1;
-        }
         step
     }
 }

@@ -2,6 +2,7 @@
 //! arithmetic in the same order, observations cast to f32 at the end. Start states come from
 //! each env's own RNG (not numpy's, so seeded starts differ from gymnasium's; dynamics do not).
 
+use crate::render;
 use crate::{Action, Env, Space, Step};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -57,6 +58,9 @@ impl Default for CartPole {
 
 impl Env for CartPole {
     type Obs = f32;
+    fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
+        Some(render::cartpole(&self.state, rgb))
+    }
     fn observation_space(&self) -> Space {
         let (x, t) = (Self::X_THRESHOLD as f32 * 2.0, Self::theta_threshold() as f32 * 2.0);
         Space::bounded_box(vec![-x, f32::MIN, -t, f32::MIN], vec![x, f32::MAX, t, f32::MAX])
@@ -184,6 +188,9 @@ fn wrap(mut x: f64, m: f64, big_m: f64) -> f64 {
 
 impl Env for Acrobot {
     type Obs = f32;
+    fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
+        Some(render::acrobot(&self.state, rgb))
+    }
     fn observation_space(&self) -> Space {
         let (v1, v2) = (Self::MAX_VEL_1 as f32, Self::MAX_VEL_2 as f32);
         Space::bounded_box(vec![-1.0, -1.0, -1.0, -1.0, -v1, -v2], vec![1.0, 1.0, 1.0, 1.0, v1, v2])
@@ -269,6 +276,9 @@ impl Default for MountainCar {
 
 impl Env for MountainCar {
     type Obs = f32;
+    fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
+        Some(render::mountain_car(self.state[0], Self::GOAL_POSITION, rgb))
+    }
     fn observation_space(&self) -> Space {
         mountain_car_space()
     }
@@ -345,6 +355,9 @@ impl Default for Pendulum {
 
 impl Env for Pendulum {
     type Obs = f32;
+    fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
+        Some(render::pendulum(self.state[0], rgb))
+    }
     fn observation_space(&self) -> Space {
         let v = Self::MAX_SPEED as f32;
         Space::bounded_box(vec![-1.0, -1.0, -v], vec![1.0, 1.0, v])
@@ -396,6 +409,9 @@ impl Default for MountainCarContinuous {
 
 impl Env for MountainCarContinuous {
     type Obs = f32;
+    fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
+        Some(render::mountain_car(self.state[0], Self::GOAL_POSITION, rgb))
+    }
     fn observation_space(&self) -> Space {
         mountain_car_space()
     }

@@ -59,6 +59,12 @@ pub trait Env: Send {
     fn action_mask(&self) -> Option<&[bool]> {
         None
     }
+    /// gymnasium's `render()` in `rgb_array` mode: the current state drawn into `rgb` (row-major RGB
+    /// bytes, resized as needed); its (width, height), or `None` for envs that cannot draw
+    /// themselves (the default). Wrappers pass it through.
+    fn render(&self, _rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
+        None
+    }
     /// The innermost env, for callers that need its concrete type (gymnasium's `unwrapped`),
     /// e.g. `env.unwrapped().and_then(|e| e.downcast_mut::<ResSim>())`; wrappers pass it
     /// through. `None` for envs that do not offer it.
@@ -87,13 +93,17 @@ impl<T: Copy + Default + Send + Sync + 'static> Env for Box<dyn Env<Obs = T>> {
     fn action_mask(&self) -> Option<&[bool]> {
         (**self).action_mask()
     }
+    fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
+        (**self).render(rgb)
+    }
     fn unwrapped(&mut self) -> Option<&mut dyn std::any::Any> {
         (**self).unwrapped()
     }
 }
 
 /// Inside a wrapper's `impl Env`: methods passed to `self.inner` unchanged, e.g.
-/// `forward!(observation_space -> Space, lives -> u32);`, and always `action_mask` and `unwrapped`.
+/// `forward!(observation_space -> Space, lives -> u32);`, and always `action_mask`, `render` and
+/// `unwrapped`.
 macro_rules! forward {
     ($($method:ident -> $ty:ty),*) => {
         $(fn $method(&self) -> $ty {
@@ -101,6 +111,9 @@ macro_rules! forward {
         })*
         fn action_mask(&self) -> Option<&[bool]> {
             self.inner.action_mask()
+        }
+        fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
+            self.inner.render(rgb)
         }
         fn unwrapped(&mut self) -> Option<&mut dyn std::any::Any> {
             self.inner.unwrapped()

@@ -13,9 +13,11 @@ pub mod harvest;
 mod ids;
 pub mod microrts;
 pub mod mujoco;
+mod render;
 pub mod ressim;
 mod spaces;
 mod vector;
+mod video;
 mod wrappers;
 
 pub use classic::{Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum};
@@ -23,6 +25,7 @@ pub use env::{Action, Env, Episode, RecordEpisodeStatistics, Step, TimeLimit};
 pub use ids::check_id;
 pub use spaces::Space;
 pub use vector::{FinishedEpisode, VecEnv};
+pub use video::RecordVideo;
 pub use wrappers::{
     ClipAction, NormalizeObservation, NormalizeReward, ObsAsF32, RunningMeanStd, SharedRms, TransformObservation,
     TransformReward,

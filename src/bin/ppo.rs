@@ -2,7 +2,8 @@
 //!
 //! CleanRL's `ppo.py` in Rust on `tch`: the 13 core implementation details of "The 37
 //! Implementation Details of PPO", each tagged `// Core N: ...`, clip-range annealing and
-//! target-KL early stopping (`// Aux 1`, `// Aux 3`). The other variants descend from this file (`diffs/`).
+//! target-KL early stopping (`// Aux 1`, `// Aux 3`), and `--capture-video` (env 0's episodes as GIFs).
+//! The other variants descend from this file (`diffs/`).
 //!
 //! Run: `cargo run --release --bin ppo -- --env-id CartPole-v1 --seed 1`
 //! Writes `runs/<run-name>/`: arguments, CleanRL's metrics, checkpoints, the model (docs/runs.md).
@@ -11,7 +12,7 @@
 //! the optimizer's mechanics, the run directory and its logs, checkpoints, flags (`src/lib.rs`).
 
 use clap::Parser;
-use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
+use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
 use ppo_details::{
     fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
@@ -26,6 +27,9 @@ struct Args {
     #[command(flatten)]
     #[serde(flatten)]
     run: RunArgs,
+    /// record env 0's games, every frame, on CleanRL's schedule, as GIFs in videos/<run-name>/
+    #[arg(long, default_value_t = false)]
+    capture_video: bool,
     /// the id of the environment (CartPole-v1, Acrobot-v1, MountainCar-v0; without velocities: CartPoleNoVel-v1, ...)
     #[arg(long, default_value = "CartPole-v1")]
     env_id: String,
@@ -101,9 +105,9 @@ fn check_args(a: &Args) -> Result<(), String> {
     }
 }
 
-/// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordEpisodeStatistics`.
-fn make_env(env_id: &str) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
-    Ok(Box::new(RecordEpisodeStatistics::new(envs::make(env_id)?)))
+/// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordVideo` (for env 0) and `RecordEpisodeStatistics`.
+fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
+    Ok(Box::new(RecordEpisodeStatistics::new(RecordVideo::new(envs::make(env_id)?, video_dir)?)))
 }
 
 /// Core 2: orthogonal weight init with the given gain, zero biases.
@@ -163,7 +167,9 @@ fn main() {
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
     let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, unix_time());
-    let env_fns: Vec<_> = (0..args.num_envs).map(|_| make_env(&args.env_id).unwrap_or_else(|e| fail(2, e))).collect();
+    let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
+    let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| i == 0));
+    let env_fns: Vec<_> = (0..args.num_envs).map(|i| make(i).unwrap_or_else(|e| fail(2, e))).collect();
 
     // seeding
     tch::manual_seed(args.run.seed as i64);
@@ -381,7 +387,7 @@ fn evaluate(path: &std::path::Path, args: &Args, obs_dim: i64, n_actions: i64, d
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
     vs.load(path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", path.display())));
     let mut action = [0i64];
-    play(make_env(&args.env_id).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
+    play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
         let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
         let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
         a.to_device(Device::Cpu).copy_data(&mut action, 1);

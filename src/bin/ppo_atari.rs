@@ -1,8 +1,8 @@
 //! # ppo_atari: PPO on Atari games, a diff of `ppo.rs`
 //!
 //! CleanRL's `ppo_atari.py`: `ppo.rs` plus the 9 Atari details, each tagged `// Atari N: ...`:
-//! DeepMind's env wrappers (native ALE, `envs::atari`), a shared Nature-CNN, pixels scaled to
-//! [0, 1], and `--capture-video` (env 0's games as GIFs).
+//! DeepMind's env wrappers (native ALE, `envs::atari`), a shared Nature-CNN and pixels scaled to
+//! [0, 1].
 //!
 //! Run: `cargo run --release --bin ppo_atari -- --env-id BreakoutNoFrameskip-v4 --seed 1`
 //! Writes `runs/<run-name>/`: arguments, CleanRL's metrics, checkpoints, the model (docs/runs.md).
@@ -12,7 +12,7 @@
 
 use clap::Parser;
 use envs::atari::*; // the Atari env and its wrappers
-use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
+use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
 use ppo_details::{
     fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
@@ -109,7 +109,7 @@ fn check_args(a: &Args) -> Result<(), String> {
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = u8>>, envs::EnvError> {
     let env = AtariEnv::new(env_id)?;
     let has_fire = env.has_fire();
-    let env = RecordEpisodeStatistics::new(RecordVideo::new(env, video_dir)); // innermost: raw game scores
+    let env = RecordEpisodeStatistics::new(RecordVideo::new(env, video_dir)?); // innermost: raw game scores
     let env = NoopReset::new(env, 30); // Atari 1: NoopResetEnv
     let env = MaxAndSkip::new(env, 4); // Atari 2: MaxAndSkipEnv
     let env = EpisodicLife::new(env); // Atari 3: EpisodicLifeEnv

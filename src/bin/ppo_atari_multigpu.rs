@@ -13,7 +13,7 @@
 
 use clap::Parser;
 use envs::atari::*; // the Atari env and its wrappers
-use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
+use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use mpi::collective::SystemOperation;
 use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
@@ -132,7 +132,7 @@ fn check_args(a: &Args, world_size: usize) -> Result<(), String> {
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = u8>>, envs::EnvError> {
     let env = AtariEnv::new(env_id)?;
     let has_fire = env.has_fire();
-    let env = RecordEpisodeStatistics::new(RecordVideo::new(env, video_dir)); // innermost: raw game scores
+    let env = RecordEpisodeStatistics::new(RecordVideo::new(env, video_dir)?); // innermost: raw game scores
     let env = NoopReset::new(env, 30); // Atari 1: NoopResetEnv
     let env = MaxAndSkip::new(env, 4); // Atari 2: MaxAndSkipEnv
     let env = EpisodicLife::new(env); // Atari 3: EpisodicLifeEnv

@@ -11,7 +11,7 @@
 //! the optimizer's mechanics, the run directory and its logs, checkpoints, flags (`src/lib.rs`).
 
 use clap::Parser;
-use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
+use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
 use ppo_details::{
     fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
@@ -26,6 +26,9 @@ struct Args {
     #[command(flatten)]
     #[serde(flatten)]
     run: RunArgs,
+    /// record env 0's games, every frame, on CleanRL's schedule, as GIFs in videos/<run-name>/ (not MuJoCo's)
+    #[arg(long, default_value_t = false)]
+    capture_video: bool,
     /// the id of the environment (HalfCheetah-v4 or another of gymnasium's MuJoCo v4 ids, Pendulum-v1, ...)
     #[arg(long, default_value = "HalfCheetah-v4")]
     env_id: String,
@@ -115,11 +118,17 @@ fn check_args(a: &Args) -> Result<(), String> {
 
 /// CleanRL's `make_env` (no FlattenObservation: ours are flat) and its running statistics (the
 /// observations', the returns'), which the model and the checkpoints keep.
-type EnvAndStats = (Box<dyn Env<Obs = f32>>, [envs::SharedRms; 2]);
-fn make_env(env_id: &str, gamma: f64, obs_rms: Option<envs::RunningMeanStd>) -> Result<EnvAndStats, envs::EnvError> {
+type EnvAndStats = Result<(Box<dyn Env<Obs = f32>>, [envs::SharedRms; 2]), envs::EnvError>;
+fn make_env(
+    env_id: &str,
+    gamma: f64,
+    rms: Option<envs::RunningMeanStd>,
+    video: Option<std::path::PathBuf>,
+) -> EnvAndStats {
+    let env = RecordEpisodeStatistics::new(RecordVideo::new(envs::make(env_id)?, video)?);
     // Continuous 5: clip actions to the valid range for the env
-    let env = envs::ClipAction::new(RecordEpisodeStatistics::new(envs::make(env_id)?));
-    let env = envs::NormalizeObservation::new(env).frozen_with(obs_rms); // Continuous 6: observation normalization
+    let env = envs::ClipAction::new(env);
+    let env = envs::NormalizeObservation::new(env).frozen_with(rms); // Continuous 6: observation normalization
     let stats = env.stats();
     // Continuous 7: observation clipping (±10)
     let env =
@@ -201,7 +210,9 @@ fn main() {
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
     let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, unix_time());
-    let env_fns: Result<Vec<_>, _> = (0..args.num_envs).map(|_| make_env(&args.env_id, args.gamma, None)).collect();
+    let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
+    let make = |i: usize| make_env(&args.env_id, args.gamma, None, video_dir.clone().filter(|_| i == 0));
+    let env_fns: Result<Vec<_>, _> = (0..args.num_envs).map(make).collect();
     let (env_fns, stats): (Vec<_>, Vec<_>) = env_fns.unwrap_or_else(|e| fail(2, e)).into_iter().unzip();
 
     // seeding
@@ -481,7 +492,7 @@ fn evaluate(path: &std::path::Path, args: &Args, obs_dim: i64, n_actions: i64, d
         (Vec::<f64>::try_from(agent.obs_rms.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e)), obs_dim as usize);
     let rms = envs::RunningMeanStd { mean: v[..d].to_vec(), var: v[d..2 * d].to_vec(), count: v[2 * d] };
     let mut action = vec![0f32; n_actions as usize];
-    play(make_env(&args.env_id, args.gamma, Some(rms)).unwrap_or_else(|e| fail(1, e)).0, args.run.seed, |env| {
+    play(make_env(&args.env_id, args.gamma, Some(rms), None).unwrap_or_else(|e| fail(1, e)).0, args.run.seed, |env| {
         let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
         let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
         a.to_device(Device::Cpu).copy_data(&mut action, n_actions as usize);

@@ -12,7 +12,7 @@
 
 use clap::Parser;
 use envs::atari::*; // the Atari env and its wrappers
-use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
+use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
 use ppo_details::{
     fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
@@ -115,7 +115,7 @@ fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<d
     }
     let env = AtariEnv::new(env_id)?;
     let has_fire = env.has_fire();
-    let env = RecordEpisodeStatistics::new(RecordVideo::new(env, video_dir)); // innermost: raw game scores
+    let env = RecordEpisodeStatistics::new(RecordVideo::new(env, video_dir)?); // innermost: raw game scores
     let env = NoopReset::new(env, 30); // Atari 1: NoopResetEnv
     let env = MaxAndSkip::new(env, 4); // Atari 2: MaxAndSkipEnv
     let env = EpisodicLife::new(env); // Atari 3: EpisodicLifeEnv
