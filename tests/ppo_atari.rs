@@ -56,11 +56,6 @@ fn bad_input_is_one_line_and_exit_code_2() {
 fn capture_video_writes_env_0s_games_as_gifs() {
     let r = run(BIN, &["--total-timesteps", "2048", "--capture-video"]);
     r.assert_ok();
-    let videos: Vec<_> = std::fs::read_dir(r.workdir.path().join("videos")).expect("videos/").collect();
-    assert_eq!(videos.len(), 1, "one folder per run");
-    let dir = videos.into_iter().next().unwrap().unwrap().path();
-    assert!(dir.file_name().unwrap().to_string_lossy().starts_with("BreakoutNoFrameskip-v4__ppo_atari__1__"));
     // 2048 steps of 8 envs is 256 agent steps (1024 frames) of env 0: its first game is over
-    let first = std::fs::read(dir.join("episode-0.gif")).expect("episode-0.gif");
-    assert!(first.starts_with(b"GIF89a") && first.ends_with(&[0x3b]) && first.len() > 100_000, "{} bytes", first.len());
+    common::assert_video_folder(&r, "BreakoutNoFrameskip-v4__ppo_atari__1__", 100_000);
 }

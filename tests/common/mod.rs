@@ -274,3 +274,20 @@ pub fn adaptive_lr_rule(lr: f64, kl: f64, desired_kl: f64) -> f64 {
         lr
     }
 }
+
+/// `--capture-video`: the run's one folder `videos/<run-name>/`, whose name starts with `prefix`
+/// (`<env-id>__<exp-name>__<seed>__`), and its GIF `episode-0.gif`, which must be whole and at least
+/// `min_bytes` long.
+pub fn assert_video_folder(run: &Run, prefix: &str, min_bytes: usize) -> PathBuf {
+    let videos: Vec<_> = std::fs::read_dir(run.workdir.path().join("videos")).expect("videos/").collect();
+    assert_eq!(videos.len(), 1, "one folder per run");
+    let dir = videos.into_iter().next().expect("a folder").expect("dir entry").path();
+    assert!(dir.file_name().expect("a name").to_string_lossy().starts_with(prefix), "{}", dir.display());
+    let first = std::fs::read(dir.join("episode-0.gif")).expect("episode-0.gif");
+    assert!(
+        first.starts_with(b"GIF89a") && first.ends_with(&[0x3b]) && first.len() > min_bytes,
+        "{} bytes",
+        first.len()
+    );
+    dir
+}
