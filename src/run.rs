@@ -71,8 +71,8 @@ pub struct RunLog {
     episodes: csv::Writer<std::fs::File>,
     updates: csv::Writer<std::fs::File>,
     rows: usize,
-    /// the number of processes whose episodes this log records (ppo_atari_multigpu's ranks): above
-    /// one, episodes.csv gets a fourth column naming each episode's rank
+    /// the number of processes whose episodes this log records (the ranks of a data-parallel run):
+    /// above one, episodes.csv gets a fourth column naming each episode's rank
     ranks: usize,
     episodes_header: bool,
     recent: std::collections::VecDeque<f64>,
@@ -194,7 +194,7 @@ impl RunLog {
         })
     }
 
-    /// A log of the episodes of `ranks` processes (ppo_atari_multigpu): episodes.csv gets a fourth
+    /// A log of the episodes of `ranks` processes (a data-parallel run): episodes.csv gets a fourth
     /// column, each episode's rank.
     pub fn with_ranks(self, ranks: usize) -> RunLog {
         RunLog { ranks, ..self }
@@ -207,7 +207,7 @@ impl RunLog {
         }
     }
 
-    /// One episode of process `rank` (ppo_atari_multigpu's rank 0 logs them all).
+    /// One episode of process `rank` (in a data-parallel run, one process logs them all).
     pub fn episode_of_rank(&mut self, rank: usize, global_step: u64, r: f64, l: u64) {
         self.episodes_header();
         let mut record = vec![global_step.to_string(), r.to_string(), l.to_string()];
