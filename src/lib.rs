@@ -5,6 +5,7 @@
 //! - [`optim`]: Adam over one flat vector of the parameters, and gradient-norm clipping.
 //! - [`run`]: the experiment's flags and their parsing, `--resume`, and the run directory: CSVs,
 //!   TensorBoard events, the progress bar, checkpoints, the saved model.
+//! - `lock`: one writer per run directory (an advisory lock the OS releases with the process).
 //! - [`trace`]: the parity trace (`PPO_TRACE=FILE`) that tests/parity.rs compares with CleanRL.
 //! - [`flags`]: value parsers, the range in which each numeric flag can work.
 //! - [`device`]: the device `--cuda` gets, and why, in words.
@@ -13,6 +14,7 @@
 
 pub mod device;
 pub mod flags;
+mod lock;
 pub mod optim;
 pub mod run;
 pub mod trace;

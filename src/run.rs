@@ -4,6 +4,7 @@
 
 use crate::fail;
 use crate::flags::{at_least_one, plain_name};
+use crate::lock::{tmp_path, RunLock};
 use crate::optim::FlatAdam;
 use clap::ArgAction;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -68,9 +69,13 @@ pub struct RunArgs {
 /// (`tensorboard --logdir runs`), the model and eval.csv; and the progress on the terminal.
 pub struct RunLog {
     dir: std::path::PathBuf,
+    /// held to the end of the process: no other process writes this run
+    _lock: RunLock,
     episodes: csv::Writer<std::fs::File>,
     updates: csv::Writer<std::fs::File>,
     rows: usize,
+    /// episodes.csv's rows so far (the checkpoint records both counts; a resume checks them)
+    episode_rows: usize,
     /// the number of processes whose episodes this log records (the ranks of a data-parallel run):
     /// above one, episodes.csv gets a fourth column naming each episode's rank
     ranks: usize,
@@ -99,44 +104,49 @@ pub struct RunLog {
 impl RunLog {
     /// Makes a directory of the run's own: `runs/<run_name>`, or `<run_name>-2`, `-3`, ... when
     /// another run (e.g. one started in the same second) has that name; with `--resume`, opens the
-    /// run's directory again. Fails with exit code 1.
+    /// run's directory again. Either way this process takes the run's lock first (one writer per
+    /// run: a second is refused with exit code 2, having changed nothing); other failures exit with 1.
     pub fn create<A: Experiment>(run_name: &str, args: &A, device: &str, total_steps: u64, start: &Start) -> RunLog {
-        let created = match &args.run().resume {
-            Some(dir) => Ok(dir.clone()),
-            None => std::fs::create_dir_all("runs").and_then(|()| {
-                let mut suffix = 1;
-                loop {
-                    let name = if suffix == 1 { run_name.to_string() } else { format!("{run_name}-{suffix}") };
-                    let dir = std::path::Path::new("runs").join(name);
-                    match std::fs::create_dir(&dir) {
-                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => suffix += 1,
-                        created => break created.map(|()| dir),
-                    }
-                }
-            }),
+        let dir = match &args.run().resume {
+            Some(dir) => dir.clone(),
+            None => new_run_dir(run_name).unwrap_or_else(|e| fail(1, format!("cannot create runs/{run_name}: {e}"))),
         };
-        let log = created.and_then(|dir| RunLog::open(dir, args, device, total_steps, start));
+        if start.checkpoint.is_some() {
+            // refused before the lock, whose file would then name this process
+            kept_logs(&dir, start).unwrap_or_else(|e| fail(1, format!("cannot read {}: {e}", dir.display())));
+        }
+        let lock = RunLock::take(&dir, A::NAME).unwrap_or_else(|e| fail(2, e));
+        if let Some(read) = &start.checkpoint {
+            // another process may have resumed the run and ended between our reading and our lock
+            let now = read_checkpoint(&dir, A::NAME, args.env_id()).map(|(meta, _)| meta.checksum);
+            if now != Ok(read.checksum) {
+                fail(2, format!("{}: its checkpoint changed while this process started; resume again", dir.display()));
+            }
+        }
+        let log = RunLog::open(dir, lock, args, device, total_steps, start);
         log.unwrap_or_else(|e| fail(1, format!("cannot write runs/{run_name}: {e}")))
     }
 
     /// With `--resume` the CSVs are cut back to the checkpoint (what was logged after it goes) and
     /// TensorBoard's events are written anew from them, so that no row is missing or repeated.
+    /// Refuses (exit code 2, nothing changed) logs that do not reach the checkpoint.
     fn open<A: Experiment>(
         dir: std::path::PathBuf,
+        lock: RunLock,
         args: &A,
         device: &str,
         total_steps: u64,
         start: &Start,
     ) -> std::io::Result<RunLog> {
+        let (updates_kept, episodes_kept) = kept_logs(&dir, start)?;
         let mut json = serde_json::to_value(args)?;
         json["binary"] = A::NAME.into(); // what --resume checks
         json["device"] = device.into(); // the device the run used, as the line at start says
-        let tmp = dir.join("args.tmp.json");
+        let tmp = tmp_path(&dir.join("args.json"));
         std::fs::write(&tmp, serde_json::to_string_pretty(&json)? + "\n")?;
         std::fs::rename(tmp, dir.join("args.json"))?;
-        let (iteration, global_step) = (start.iteration as f64, start.global_step as f64);
-        let updates_kept = cut_back(&dir.join("updates.csv"), "iteration", iteration)?;
-        let episodes_kept = cut_back(&dir.join("episodes.csv"), "global_step", global_step)?;
+        rewrite(&dir.join("updates.csv"), &updates_kept)?;
+        rewrite(&dir.join("episodes.csv"), &episodes_kept)?;
         let old_events: Vec<_> = std::fs::read_dir(&dir)?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("events.out.tfevents.")))
@@ -173,9 +183,11 @@ impl RunLog {
         let recent = returns.map(|row| row[return_column].parse().unwrap_or(f64::NAN)).collect();
         Ok(RunLog {
             dir,
+            _lock: lock,
             episodes,
             updates,
             rows: updates_kept.1.len(),
+            episode_rows: episodes_kept.1.len(),
             ranks: 1,
             episodes_header: !episodes_kept.0.is_empty(),
             recent,
@@ -216,6 +228,7 @@ impl RunLog {
         }
         // a failed write surfaces at the next update's flush
         let _ = self.episodes.write_record(&record);
+        self.episode_rows += 1;
         let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_return", r as f32);
         let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_length", l as f32);
         self.recent.push_back(r);
@@ -304,8 +317,8 @@ impl RunLog {
     /// Saves the weights as `<name>.safetensors` in the run directory: written to a temporary
     /// file, then renamed, so a crash never leaves a half-written model. Fails with exit code 1.
     pub fn save(&self, vs: &nn::VarStore, name: &str) -> std::path::PathBuf {
-        let (path, tmp) =
-            (self.dir.join(format!("{name}.safetensors")), self.dir.join(format!("{name}.tmp.safetensors")));
+        let path = self.dir.join(format!("{name}.safetensors"));
+        let tmp = tmp_path(&path);
         let saved = vs.save(&tmp).and_then(|()| Ok(std::fs::rename(&tmp, &path)?));
         saved.unwrap_or_else(|e| fail(1, format!("cannot save {}: {e}", path.display())));
         println!("model saved to {}", path.display());
@@ -358,10 +371,12 @@ impl RunLog {
             elapsed_seconds: self.start_time.elapsed().as_secs_f64(),
             stats: stats.len(),
             checksum: checksum(&tensors),
+            logged: Some((self.rows, self.episode_rows)),
         };
         let json = serde_json::to_vec(&meta).expect("numbers and strings");
         tensors.insert("meta".into(), Tensor::from_slice(&json));
-        let (path, tmp) = (self.dir.join("checkpoint.safetensors"), self.dir.join("checkpoint.tmp.safetensors"));
+        let path = self.dir.join("checkpoint.safetensors");
+        let tmp = tmp_path(&path);
         let written = Tensor::write_safetensors(&tensors.iter().collect::<Vec<_>>(), &tmp)
             .map_err(std::io::Error::other)
             .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
@@ -381,14 +396,9 @@ impl RunLog {
     }
 }
 
-/// `--resume`: keeps a CSV file's rows up to the last whose `column` is at most `limit` (a row cut
-/// short by a crash goes too), rewritten atomically; returns the header and the rows kept (none
-/// when the file does not exist: a new run).
-fn cut_back(
-    path: &std::path::Path,
-    column: &str,
-    limit: f64,
-) -> std::io::Result<(csv::StringRecord, Vec<csv::StringRecord>)> {
+/// `--resume`: a CSV file's header and its rows up to the last whose `column` is at most `limit` (a
+/// row cut short by a crash ends them); none when the file does not exist (a new run).
+fn rows_up_to(path: &std::path::Path, column: &str, limit: f64) -> std::io::Result<Table> {
     if !path.exists() {
         return Ok(Default::default());
     }
@@ -397,18 +407,61 @@ fn cut_back(
     let i = header.iter().position(|h| h == column).unwrap_or(0);
     let fits = |r: &csv::StringRecord| r.len() == header.len() && r[i].parse::<f64>().is_ok_and(|x| x <= limit);
     let rows: Vec<_> = reader.records().map_while(|r| r.ok().filter(fits)).collect();
-    let tmp = path.with_extension("tmp.csv");
+    Ok((header, rows))
+}
+
+/// The rows of updates.csv and episodes.csv up to where the loop starts; with `--resume` they must
+/// hold every row up to the checkpoint (one line, exit code 2 otherwise).
+fn kept_logs(dir: &std::path::Path, start: &Start) -> std::io::Result<(Table, Table)> {
+    let (iteration, global_step) = (start.iteration as f64, start.global_step as f64);
+    let updates_kept = rows_up_to(&dir.join("updates.csv"), "iteration", iteration)?;
+    let episodes_kept = rows_up_to(&dir.join("episodes.csv"), "global_step", global_step)?;
+    if let Some(checkpoint) = &start.checkpoint {
+        logs_reach(checkpoint, updates_kept.1.len(), episodes_kept.1.len())
+            .unwrap_or_else(|e| fail(2, format!("cannot resume {}: {e}", dir.display())));
+    }
+    Ok((updates_kept, episodes_kept))
+}
+
+/// A CSV file's header and rows.
+type Table = (csv::StringRecord, Vec<csv::StringRecord>);
+
+/// Writes a CSV file anew with `table` (what was logged after the checkpoint goes), atomically.
+fn rewrite(path: &std::path::Path, (header, rows): &Table) -> std::io::Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let tmp = tmp_path(path);
     let mut writer = csv::Writer::from_path(&tmp)?;
     if !header.is_empty() {
-        writer.write_record(&header)?;
+        writer.write_record(header)?;
     }
-    for row in &rows {
+    for row in rows {
         writer.write_record(row)?;
     }
     writer.flush()?;
-    std::fs::rename(tmp, path)?;
-    Ok((header, rows))
+    std::fs::rename(tmp, path)
 }
+
+/// `--resume`: the logs must hold every row up to the checkpoint (as many as it counted when it was
+/// written), or resuming would leave a hole in them.
+fn logs_reach(checkpoint: &CheckpointMeta, updates: usize, episodes: usize) -> Result<(), String> {
+    // checkpoints of versions before the counts: one update row per iteration
+    let (want_updates, want_episodes) = checkpoint.logged.unwrap_or((checkpoint.iteration, episodes));
+    if updates < want_updates {
+        let (i, missing) = (checkpoint.iteration, want_updates - updates);
+        Err(format!(
+            "its updates.csv has {updates} rows up to the checkpoint's iteration {i}, {missing} fewer than were logged"
+        ))
+    } else if episodes < want_episodes {
+        let (step, missing) = (checkpoint.global_step, want_episodes - episodes);
+        let at = format!("up to the checkpoint's global_step {step}");
+        Err(format!("its episodes.csv has {episodes} episodes {at}, {missing} fewer than were logged"))
+    } else {
+        Ok(())
+    }
+}
+
 /// Where the loop starts: a new run at iteration 0 with `--seed`; with `--resume`, where the run's
 /// checkpoint stood.
 pub struct Start {
@@ -423,6 +476,8 @@ pub struct Start {
     pub seed: u64,
     /// the learning rate of the checkpoint's last update (none for a new run), where a variant adapts it
     pub learning_rate: Option<f64>,
+    /// what the checkpoint said of itself (none for a new run): its run's logs must reach it
+    pub(crate) checkpoint: Option<CheckpointMeta>,
 }
 
 impl Start {
@@ -438,7 +493,16 @@ impl Start {
     ) -> Start {
         let Some(dir) = &args.run().resume else {
             let (start_time, seed) = (Instant::now(), args.run().seed);
-            return Start { iteration: 0, num_iterations, global_step: 0, start_time, seed, learning_rate: None };
+            let learning_rate = None;
+            return Start {
+                iteration: 0,
+                num_iterations,
+                global_step: 0,
+                start_time,
+                seed,
+                learning_rate,
+                checkpoint: None,
+            };
         };
         let (meta, tensors) = read_checkpoint(dir, A::NAME, args.env_id()).unwrap_or_else(|e| fail(2, e));
         let tensor = |name: &str| tensors.get(name).ok_or_else(|| format!("{}: no {name}", dir.display()));
@@ -476,13 +540,13 @@ impl Start {
         let elapsed = std::time::Duration::from_secs_f64(meta.elapsed_seconds);
         let start_time = Instant::now().checked_sub(elapsed).unwrap_or_else(Instant::now);
         let (iteration, global_step, learning_rate) = (meta.iteration, meta.global_step, Some(meta.learning_rate));
-        Start { iteration, num_iterations, global_step, start_time, seed, learning_rate }
+        Start { iteration, num_iterations, global_step, start_time, seed, learning_rate, checkpoint: Some(meta) }
     }
 }
 
 /// What a checkpoint says of itself, beside its tensors (stored as JSON in the tensor "meta").
-#[derive(serde::Serialize, serde::Deserialize)]
-struct CheckpointMeta {
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct CheckpointMeta {
     binary: String,
     env_id: String,
     iteration: usize,
@@ -495,6 +559,23 @@ struct CheckpointMeta {
     stats: usize,
     /// FNV-1a over every other tensor's bytes, in name order: a damaged file does not load
     checksum: u64,
+    /// the rows of updates.csv and episodes.csv when it was written (absent before version 0.1's locks)
+    #[serde(default)]
+    logged: Option<(usize, usize)>,
+}
+
+/// A new directory `runs/<run_name>` (`-2`, `-3`, ... appended while the name is taken).
+fn new_run_dir(run_name: &str) -> std::io::Result<std::path::PathBuf> {
+    std::fs::create_dir_all("runs")?;
+    for suffix in 1.. {
+        let name = if suffix == 1 { run_name.to_string() } else { format!("{run_name}-{suffix}") };
+        let dir = std::path::Path::new("runs").join(name);
+        match std::fs::create_dir(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            created => return created.map(|()| dir),
+        }
+    }
+    unreachable!("a free name")
 }
 
 fn checksum(tensors: &std::collections::BTreeMap<String, Tensor>) -> u64 {
@@ -544,17 +625,16 @@ pub fn parse_args<A: Experiment>() -> A {
     let parsed = matches.and_then(|m| A::from_arg_matches(&m).map(|args| (args, m)));
     let (args, matches) = parsed.unwrap_or_else(|e| match e.kind() {
         clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
-        // clap's first paragraph (the error and the allowed values), without its usage lines
-        _ => fail(
-            2,
-            e.to_string().split("\n\n").next().unwrap_or_default().trim_start_matches("error: ").replace("\n  ", " "),
-        ),
+        _ => fail(2, one_line(&e)),
     });
     let args = match &args.run().resume {
         Some(dir) => resumed_args(dir, &args, &matches).unwrap_or_else(|e| fail(2, e)),
         None => args,
     };
     envs::check_id(A::NAME, args.env_id()).unwrap_or_else(|e| fail(2, e));
+    if args.run().resume.is_none() {
+        run_dir_can_be_made(&args).unwrap_or_else(|e| fail(2, e));
+    }
     tch::set_num_threads(args.run().torch_threads as i32);
     args
 }
@@ -591,8 +671,32 @@ pub fn unix_time() -> u64 {
 const RESUME_MAY_CHANGE: [&str; 7] =
     ["resume", "total_timesteps", "checkpoint_interval", "save_model", "cuda", "torch_threads", "env_threads"];
 
+/// The longest name a file may have here (Linux's and macOS's NAME_MAX, in bytes).
+const NAME_MAX: usize = 255;
+
+/// Before anything starts: `runs` is a directory (or absent), and the run's directory name
+/// `<env-id>__<exp-name>__<seed>__<unix time>` (with room for a `-N` suffix) is a name this file
+/// system takes; the videos' folder has the same name.
+fn run_dir_can_be_made<A: Experiment>(args: &A) -> Result<(), String> {
+    let runs = std::path::Path::new("runs");
+    if runs.exists() && !runs.is_dir() {
+        return Err("runs is not a directory: the runs go in ./runs/, so move that file away".into());
+    }
+    let run = args.run();
+    let fixed = format!("{}__{}__{}__{}-999", args.env_id(), "", run.seed, unix_time()).len();
+    if fixed + run.exp_name.len() > NAME_MAX {
+        let (n, most) = (run.exp_name.len(), NAME_MAX.saturating_sub(fixed));
+        return Err(format!(
+            "--exp-name is {n} bytes; the run directory's name <env-id>__<exp-name>__<seed>__<time> allows it {most}"
+        ));
+    }
+    Ok(())
+}
+
 /// `--resume DIR`: the arguments in the run's args.json, with those of `RESUME_MAY_CHANGE` that the
-/// command line gives; another flag given with a value other than the run's is an error.
+/// command line gives; another flag given with a value other than the run's is an error. The
+/// values go through the same parsers as the command line's (a value out of range, a key that is
+/// no flag, a flag missing: one line, exit code 2); the binary's combination checks follow.
 fn resumed_args<A: Experiment>(dir: &std::path::Path, given: &A, matches: &clap::ArgMatches) -> Result<A, String> {
     let cannot = |why: String| format!("cannot resume {}: {why}", dir.display());
     let json = std::fs::read_to_string(dir.join("args.json"))
@@ -619,7 +723,41 @@ fn resumed_args<A: Experiment>(dir: &std::path::Path, given: &A, matches: &clap:
             )));
         }
     }
-    serde_json::from_value(saved).map_err(|e| cannot(format!("its args.json does not fit {bin} ({e})")))
+    let words = as_words::<A>(&saved, dir).map_err(|e| cannot(format!("its args.json {e}")))?;
+    let matches = command::<A>()
+        .try_get_matches_from(words)
+        .map_err(|e| cannot(format!("its args.json has {}", one_line(&e))))?;
+    A::from_arg_matches(&matches).map_err(|e| cannot(format!("its args.json does not fit {bin} ({})", one_line(&e))))
+}
+
+/// args.json's values as the command line that gives them: `--flag=value` for each of the
+/// binary's flags (lists joined by commas), `--resume=DIR`.
+fn as_words<A: Experiment>(saved: &serde_json::Value, dir: &std::path::Path) -> Result<Vec<String>, String> {
+    let saved = saved.as_object().ok_or("is not an object")?;
+    let command = command::<A>();
+    let flags: Vec<_> = command.get_arguments().filter_map(|a| Some((a.get_id().as_str(), a.get_long()?))).collect();
+    if let Some(key) =
+        saved.keys().find(|k| !["binary", "device"].contains(&k.as_str()) && !flags.iter().any(|(id, _)| id == k))
+    {
+        return Err(format!("has \"{key}\", which is no flag of {}", A::NAME));
+    }
+    let mut words = vec![A::NAME.to_string(), format!("--resume={}", dir.display())];
+    for (id, long) in flags.into_iter().filter(|(id, _)| *id != "resume") {
+        let scalar = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+        let values: Vec<String> = match saved.get(id).ok_or_else(|| format!("lacks \"{id}\" (--{long})"))? {
+            serde_json::Value::Null => continue,
+            serde_json::Value::Array(items) if items.is_empty() => continue,
+            serde_json::Value::Array(items) => items.iter().map(scalar).collect(),
+            value => vec![scalar(value)],
+        };
+        words.push(format!("--{long}={}", values.join(",")));
+    }
+    Ok(words)
+}
+
+/// clap's first paragraph (the error and the allowed values), in one line, without its usage lines.
+fn one_line(e: &clap::Error) -> String {
+    e.to_string().split("\n\n").next().unwrap_or_default().trim_start_matches("error: ").replace("\n  ", " ")
 }
 
 #[cfg(test)]
@@ -671,7 +809,8 @@ mod tests {
         let rms = envs::RunningMeanStd { mean: vec![0.1, -0.2], var: vec![3.0, 1e-3], count: 5.5 };
         let args = Args { run: RunArgs { resume: None, ..run_args() }, env_id: "CartPole-v1".into() };
         let start = Start::new(&args, 7, &mut make().2, &[]);
-        let mut log = RunLog::open(dir.path().to_path_buf(), &args, "cpu", 700, &start).expect("run log");
+        let lock = RunLock::take(dir.path(), "ppo").expect("lock");
+        let mut log = RunLog::open(dir.path().to_path_buf(), lock, &args, "cpu", 700, &start).expect("run log");
         let row = [("iteration", 7.0), ("global_step", 700.0), ("charts/learning_rate", 1e-3)];
         log.update(&row, &Tensor::from(0f32), 0.0, Instant::now());
         log.checkpoint(&saved, &[envs::SharedRms::new(rms.clone())]);

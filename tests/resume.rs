@@ -179,6 +179,11 @@ fn a_killed_run_resumes_without_losing_or_repeating_a_row() {
         assert!(started.elapsed() < Duration::from_secs(300), "no 400th update in 5 minutes");
         std::thread::sleep(Duration::from_millis(20));
     };
+    // while it trains, a resume of it is refused (one writer per run), naming the process
+    let refused = run_in(work.path(), PPO, &["--resume", dir.to_str().expect("utf-8")]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("is in use by process {} (ppo)", child.id())), "{stderr}");
     child.kill().expect("SIGKILL");
     child.wait().expect("killed");
     let logged = rows(&dir.join("updates.csv"));
@@ -219,10 +224,58 @@ fn a_checkpoint_write_cut_short_leaves_the_previous_one_loadable() {
     ok(&run_in(work.path(), PPO, &["--num-steps", "32", "--total-timesteps", "256"]));
     let dir = run_dir(work.path());
     let checkpoint = std::fs::read(dir.join("checkpoint.safetensors")).expect("checkpoint");
-    std::fs::write(dir.join("checkpoint.tmp.safetensors"), &checkpoint[..checkpoint.len() / 2]).expect("write");
+    // the temporary file of a process that died (its id in the name: no two processes write one file)
+    let half = dir.join("checkpoint.tmp.4242.safetensors");
+    std::fs::write(&half, &checkpoint[..checkpoint.len() / 2]).expect("write");
     ok(&run_in(work.path(), PPO, &["--resume", dir.to_str().expect("utf-8"), "--total-timesteps", "512"]));
     assert_eq!(Table::read(&dir.join("updates.csv")).col("iteration"), vec![1.0, 2.0, 3.0, 4.0]);
-    assert!(!dir.join("checkpoint.tmp.safetensors").exists(), "the half-written file is left behind");
+    assert!(!half.exists(), "the half-written file is left behind");
+}
+
+/// Two `--resume` of one finished run started at once: one writes the run, the other is refused
+/// (the run is in use, or once the first has ended, complete), and the logs hold one row per
+/// iteration.
+#[test]
+fn two_resumes_at_once_leave_one_writer() {
+    let work = tempfile::tempdir().expect("temp dir");
+    ok(&run_in(work.path(), PPO, &["--num-steps", "32", "--total-timesteps", "256"]));
+    let dir = run_dir(work.path());
+    let resume = || {
+        let args = ["--cuda", "false", "--resume", dir.to_str().expect("utf-8"), "--total-timesteps", "8192"];
+        Command::new(PPO).args(args).current_dir(work.path()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn()
+    };
+    let (first, second) = (resume().expect("starts"), resume().expect("starts"));
+    let outputs = [first.wait_with_output().expect("ends"), second.wait_with_output().expect("ends")];
+    let codes: Vec<_> = outputs.iter().map(|o| o.status.code()).collect();
+    let stderrs: Vec<_> = outputs.iter().map(|o| String::from_utf8_lossy(&o.stderr).to_string()).collect();
+    assert!(codes.contains(&Some(0)) && codes.contains(&Some(2)), "{codes:?}: {stderrs:?}");
+    let refused = &stderrs[codes.iter().position(|c| *c == Some(2)).expect("one refused")];
+    assert!(refused.contains("is in use by process") || refused.contains("is complete"), "{refused}");
+    let updates = Table::read(&dir.join("updates.csv"));
+    assert_eq!(updates.col("iteration"), (1..=64).map(|i| i as f64).collect::<Vec<_>>(), "one row per iteration");
+    common::assert_tensorboard_matches_dir(&dir);
+}
+
+/// The run directory's name is checked before anything starts, in every binary: an --exp-name too
+/// long for a file name is one line, exit code 2, and no runs/; so is a `runs` that is a file.
+#[test]
+fn the_run_directory_is_checked_before_anything_starts() {
+    let long = "x".repeat(300);
+    for v in VARIANTS {
+        let work = tempfile::tempdir().expect("temp dir");
+        let output = run_in(work.path(), v.bin, &[v.args, &["--exp-name", &long]].concat());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{}: {stderr}", v.bin);
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{}: {stderr}", v.bin);
+        assert!(stderr.contains("--exp-name is 300 bytes") && !stderr.contains("panicked"), "{}: {stderr}", v.bin);
+        assert!(std::fs::read_dir(work.path()).expect("dir").next().is_none(), "{}: something was written", v.bin);
+    }
+    let work = tempfile::tempdir().expect("temp dir");
+    std::fs::write(work.path().join("runs"), b"").expect("write");
+    let output = run_in(work.path(), PPO, &["--num-steps", "32", "--total-timesteps", "256"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!((output.status.code(), stderr.trim_end().lines().count()), (Some(2), 1), "{stderr}");
+    assert!(stderr.contains("runs is not a directory"), "{stderr}");
 }
 
 /// Every bad `--resume`: one line naming the problem, exit code 2, no panic, nothing written
@@ -230,7 +283,7 @@ fn a_checkpoint_write_cut_short_leaves_the_previous_one_loadable() {
 #[test]
 fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
     let work = tempfile::tempdir().expect("temp dir");
-    ok(&run_in(work.path(), PPO, &["--num-steps", "32", "--total-timesteps", "256"]));
+    ok(&run_in(work.path(), PPO, &["--num-steps", "32", "--total-timesteps", "1024"]));
     let run = run_dir(work.path());
     let variant = |name: &str, change: &dyn Fn(&Path)| {
         let dir = work.path().join(name);
@@ -255,16 +308,40 @@ fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
         let args = std::fs::read_to_string(d.join("args.json")).expect("args.json");
         std::fs::write(d.join("args.json"), args.replace("CartPole-v1", "Acrobot-v1")).expect("write");
     });
+    let edit_args = |d: &Path, from: &str, to: &str| {
+        let args = std::fs::read_to_string(d.join("args.json")).expect("args.json");
+        assert!(args.contains(from), "{from} in {args}");
+        std::fs::write(d.join("args.json"), args.replace(from, to)).expect("write");
+    };
+    let gamma = variant("gamma", &|d| edit_args(d, "\"gamma\": 0.99", "\"gamma\": 7.5"));
+    let minibatches = variant("minibatches", &|d| edit_args(d, "\"num_minibatches\": 4", "\"num_minibatches\": 7"));
+    let unknown = variant("unknown", &|d| edit_args(d, "\"gamma\": 0.99", "\"gama\": 0.99"));
+    // the logs' last rows lost: the checkpoint stands at update 8, the logs must reach it
+    let cut = |name: &str, keep: usize| {
+        variant(&format!("cut-{name}"), &|d| {
+            let text = std::fs::read_to_string(d.join(name)).expect("csv");
+            let kept: Vec<&str> = text.lines().take(1 + keep).collect();
+            std::fs::write(d.join(name), kept.join("\n") + "\n").expect("write");
+        })
+    };
+    let (cut_updates, cut_episodes) = (cut("updates.csv", 5), cut("episodes.csv", 3));
+    // a process (this test) holds the run's lock, as a live run does
+    let held = variant("held", &|_| {});
+    let lock = std::fs::File::options().read(true).write(true).open(held.join("lock")).expect("the run's lock file");
+    lock.try_lock().expect("free");
+    std::fs::write(held.join("lock"), format!("process {} (the test)\n", std::process::id())).expect("write");
     let s = |p: &Path| p.to_str().expect("utf-8").to_string();
     let (run_s, atari) = (s(&run), env!("CARGO_BIN_EXE_ppo_atari"));
+    let holder = format!("in use by process {} (the test)", std::process::id());
+    let longer = |dir: &Path| vec!["--resume".into(), s(dir), "--total-timesteps".into(), "2048".into()];
     let cases: Vec<(&str, Vec<String>, &str)> = vec![
         (PPO, vec!["--resume".into(), "/nonexistent/run".into()], "no args.json there"),
         (PPO, vec!["--resume".into(), s(&empty)], "no args.json there"),
-        (PPO, vec!["--resume".into(), s(&no_checkpoint), "--total-timesteps".into(), "512".into()], "no checkpoint"),
-        (PPO, vec!["--resume".into(), s(&garbage), "--total-timesteps".into(), "512".into()], "damaged or truncated"),
-        (PPO, vec!["--resume".into(), s(&truncated), "--total-timesteps".into(), "512".into()], "damaged or truncated"),
-        (PPO, vec!["--resume".into(), s(&flipped), "--total-timesteps".into(), "512".into()], "checksum"),
-        (PPO, vec!["--resume".into(), s(&other_env), "--total-timesteps".into(), "512".into()], "on CartPole-v1, not"),
+        (PPO, longer(&no_checkpoint), "no checkpoint"),
+        (PPO, longer(&garbage), "damaged or truncated"),
+        (PPO, longer(&truncated), "damaged or truncated"),
+        (PPO, longer(&flipped), "checksum"),
+        (PPO, longer(&other_env), "on CartPole-v1, not"),
         (atari, vec!["--resume".into(), run_s.clone()], "it is a run of ppo, not of ppo_atari"),
         (PPO, vec!["--resume".into(), run_s.clone(), "--learning-rate".into(), "0.1".into()], "--learning-rate 0.1"),
         (
@@ -272,7 +349,13 @@ fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
             vec!["--resume".into(), run_s.clone(), "--num-envs".into(), "8".into()],
             "--num-envs 8 is not the run's 4",
         ),
-        (PPO, vec!["--resume".into(), run_s.clone()], "is complete (2 of 2 iterations)"),
+        (PPO, vec!["--resume".into(), run_s.clone()], "is complete (8 of 8 iterations)"),
+        (PPO, longer(&gamma), "its args.json has invalid value '7.5' for '--gamma"),
+        (PPO, longer(&minibatches), "(128) must be divisible by --num-minibatches (7)"),
+        (PPO, longer(&unknown), "its args.json has \"gama\", which is no flag of ppo"),
+        (PPO, longer(&cut_updates), "its updates.csv has 5 rows up to the checkpoint's iteration 8, 3 fewer"),
+        (PPO, longer(&cut_episodes), "its episodes.csv has 3 episodes up to the checkpoint's global_step 1024"),
+        (PPO, longer(&held), &holder),
     ];
     let before = contents(work.path());
     for (bin, args, needle) in cases {
@@ -285,7 +368,8 @@ fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
         assert!(contents(work.path()) == before, "{args:?}: something was written");
     }
     // the run's own values and the flags that may change are accepted
-    ok(&run_in(work.path(), PPO, &["--resume", &run_s, "--learning-rate", "2.5e-4", "--total-timesteps", "512"]));
+    ok(&run_in(work.path(), PPO, &["--resume", &run_s, "--learning-rate", "2.5e-4", "--total-timesteps", "2048"]));
+    drop(lock);
 }
 
 /// `ppo_atari_multigpu` under `mpirun -np 2`: rank 0 writes the checkpoint, every rank loads it;

@@ -1,0 +1,85 @@
+//! One writer per run directory: the process that writes `runs/<run-name>/` holds an advisory lock
+//! on its file `lock` for its whole life. The OS releases the lock when the process ends, however it
+//! ends, so a killed run leaves no stale lock; a second process (a `--resume` of a live run, two
+//! resumes at once) is refused before it changes a file. The holder writes its process id into the
+//! file, so that the refusal can name it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The lock on a run directory, held while this value lives (the run keeps it to its end).
+pub(crate) struct RunLock {
+    _file: std::fs::File,
+}
+
+impl RunLock {
+    /// Takes the lock on `dir`, or says which process holds it. Once held, the temporary files a
+    /// writer that died left behind (see [`tmp_path`]) are removed: no other process writes here.
+    pub(crate) fn take(dir: &Path, binary: &str) -> Result<RunLock, String> {
+        let path = dir.join("lock");
+        let opened = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path);
+        let mut file = opened.map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        if let Err(e) = file.try_lock() {
+            // the holder writes its id right after taking the lock: give it a moment
+            let mut holder = String::new();
+            for _ in 0..20 {
+                holder = std::fs::read_to_string(&path).unwrap_or_default().trim().to_string();
+                if !holder.is_empty() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let holder = if holder.is_empty() { "another process".to_string() } else { holder };
+            return Err(match e {
+                std::fs::TryLockError::WouldBlock => format!(
+                    "{} is in use by {holder}: one process writes a run at a time (wait for it to end, or stop it)",
+                    dir.display()
+                ),
+                std::fs::TryLockError::Error(e) => format!("cannot lock {}: {e}", path.display()),
+            });
+        }
+        let id = format!("process {} ({binary})\n", std::process::id());
+        file.set_len(0).and_then(|()| file.write_all(id.as_bytes())).and_then(|()| file.flush()).ok();
+        for entry in std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))? {
+            let leftover = entry.ok().map(|e| e.path()).filter(|p| is_tmp(p));
+            if let Some(leftover) = leftover {
+                let _ = std::fs::remove_file(leftover); // what remains is harmless: it is never read
+            }
+        }
+        Ok(RunLock { _file: file })
+    }
+}
+
+/// The temporary file that `path` is written to before a rename puts it in place: unique to this
+/// process (`checkpoint.tmp.<pid>.safetensors`), so that no two processes ever write one file.
+pub(crate) fn tmp_path(path: &Path) -> PathBuf {
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("file");
+    let ext = path.extension().and_then(|s| s.to_str()).map_or(String::new(), |e| format!(".{e}"));
+    path.with_file_name(format!("{stem}.tmp.{}{ext}", std::process::id()))
+}
+
+/// A temporary file of [`tmp_path`] (or of versions before it: `checkpoint.tmp.safetensors`).
+fn is_tmp(path: &Path) -> bool {
+    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.contains(".tmp."))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second lock on a held directory is refused with the holder's id; once the holder is
+    /// dropped (as when its process ends), the lock is free again, and leftovers are cleared.
+    #[test]
+    fn one_holder_at_a_time() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let held = RunLock::take(dir.path(), "ppo").expect("the first takes it");
+        let refused = RunLock::take(dir.path(), "ppo").err().expect("the second is refused");
+        assert!(refused.contains(&format!("in use by process {} (ppo)", std::process::id())), "{refused}");
+        let leftover = dir.path().join("checkpoint.tmp.99999.safetensors");
+        std::fs::write(&leftover, b"half").expect("write");
+        drop(held);
+        let _held = RunLock::take(dir.path(), "ppo").expect("free again");
+        assert!(!leftover.exists(), "a dead writer's temporary file stays");
+        assert!(is_tmp(&tmp_path(&dir.path().join("args.json"))), "a temporary file is known as one");
+    }
+}
