@@ -1,63 +1,241 @@
-//! The device line: which device `--cuda` gets, and why, in words.
+//! The device line: which device `--cuda` gets, and why, in words; and libtorch's GPU settings.
+//!
+//! libtorch sees no GPU when the NVIDIA driver is older than its CUDA, and picks a GPU it has no
+//! kernels for (then fails at the first kernel). So the driver is asked directly, through cudarc's
+//! driver API (loaded at run time: a machine without the driver builds and runs the same), for its
+//! CUDA version and each GPU's name and compute capability, and an unusable GPU is named with the
+//! reason and the command that installs a libtorch for it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use tch::Device;
 
-/// The device `--cuda` asks for, and why, in words for the line printed at start and args.json: the first GPU
-/// when libtorch has CUDA and a GPU is visible, the CPU otherwise.
-pub fn pick_device(cuda: bool) -> (Device, String) {
-    if !cuda {
-        (Device::Cpu, "cpu (--cuda false)".into())
-    } else if !tch::utils::has_cudart() {
-        (Device::Cpu, "cpu (this libtorch is built without CUDA)".into())
-    } else if tch::Cuda::device_count() == 0 {
-        (Device::Cpu, "cpu (the CUDA runtime is loaded, but no GPU is visible)".into())
-    } else {
-        (
-            Device::Cuda(0),
-            format!("cuda:0 ({})", gpu_name(0).unwrap_or_else(|| "a GPU whose name CUDA did not give".into())),
-        )
-    }
+/// This libtorch's CUDA version (`torch.version.cuda`; none: built without CUDA), from build.rs.
+const TORCH_CUDA: Option<&str> = option_env!("PPO_TORCH_CUDA");
+/// The GPU architectures this libtorch has kernels for (`torch._C._cuda_getArchFlags()`), from build.rs.
+const TORCH_ARCHS: Option<&str> = option_env!("PPO_TORCH_ARCHS");
+/// The libtorch for drivers of CUDA 12 and for GPUs older than CUDA 13 supports (compute capability below 7.5).
+const CUDA_12_INDEX: &str = "https://download.pytorch.org/whl/cu126";
+
+/// Whether `--cuda` was given on the command line (set by `parse_args`): then a GPU that cannot be
+/// used is an error, not a quiet fall back to the CPU.
+pub(crate) static CUDA_ASKED: AtomicBool = AtomicBool::new(false);
+
+/// A GPU as the driver describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gpu {
+    pub name: String,
+    /// (major, minor): 9.0 for an H100
+    pub capability: (i32, i32),
 }
 
-/// `cudaGetDeviceProperties` of the CUDA runtime libtorch loaded (its name in CUDA 12 and 13), found at run time:
-/// libtorch does not expose the GPU's name, and nothing of ours links against CUDA.
-type GetDeviceProperties = unsafe extern "C" fn(*mut std::ffi::c_void, std::ffi::c_int) -> std::ffi::c_int;
-fn cuda_get_device_properties() -> Option<GetDeviceProperties> {
-    extern "C" {
-        fn dlsym(handle: *mut std::ffi::c_void, symbol: *const std::ffi::c_char) -> *mut std::ffi::c_void;
+/// What the NVIDIA driver says: the newest CUDA it supports, (13, 0) for 13.0, and its GPUs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Driver {
+    pub cuda: (i32, i32),
+    pub gpus: Vec<Gpu>,
+}
+
+/// Asks the NVIDIA driver (libcuda, loaded now if present); `Err` says why there is nothing to ask.
+pub fn driver() -> Result<Driver, String> {
+    use cudarc::driver::{result, sys};
+    // SAFETY: only tries to load the library
+    if !unsafe { sys::is_culib_present() } {
+        return Err("no NVIDIA driver: libcuda.so.1 is not installed".into());
     }
-    [c"cudaGetDeviceProperties_v2", c"cudaGetDeviceProperties"].iter().find_map(|name| {
-        // SAFETY: a null handle (RTLD_DEFAULT) searches the libraries already loaded; both names have this signature
-        let f = unsafe { dlsym(std::ptr::null_mut(), name.as_ptr()) };
-        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut std::ffi::c_void, GetDeviceProperties>(f) })
+    let said = |e: result::DriverError| e.error_string().map_or(format!("{e:?}"), |s| s.to_string_lossy().into_owned());
+    match result::init() {
+        Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NO_DEVICE => {
+            return Err("the NVIDIA driver sees no GPU".into())
+        }
+        Err(e) => return Err(format!("the NVIDIA driver does not start: {}", said(e))),
+        Ok(()) => {}
+    }
+    let mut version = 0;
+    // SAFETY: cuInit succeeded; the call writes one int
+    unsafe { sys::cuDriverGetVersion(&mut version) }.result().map_err(said)?;
+    let mut gpus = Vec::new();
+    for i in 0..result::device::get_count().map_err(said)? {
+        let device = result::device::get(i).map_err(said)?;
+        let attribute = |a| unsafe { result::device::get_attribute(device, a) }.map_err(said);
+        let major = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        gpus.push(Gpu { name: result::device::get_name(device).map_err(said)?, capability: (major, minor) });
+    }
+    Ok(Driver { cuda: (version / 1000, version % 1000 / 10), gpus })
+}
+
+/// Why this libtorch cannot use `gpu` under `driver`, with the fix; none when it can.
+pub fn unusable(driver: &Driver, gpu: &Gpu) -> Option<String> {
+    let torch: (i32, i32) = TORCH_CUDA.and_then(parse_version)?;
+    let (major, minor) = driver.cuda;
+    if major < torch.0 {
+        let fix = if major == 12 {
+            format!("`scripts/setup --torch-index {CUDA_12_INDEX}` installs a libtorch for it, or")
+        } else {
+            "no torch 2.11.0 build runs on it:".into()
+        };
+        let (t, tm) = torch;
+        return Some(format!(
+            "{} is unusable: the NVIDIA driver supports CUDA {major}.{minor}, this libtorch needs CUDA {t}.{tm}; {fix} \
+             update the driver (CUDA {t} needs 580 or newer)",
+            gpu.name
+        ));
+    }
+    let archs = TORCH_ARCHS?;
+    let (cc_major, cc_minor) = gpu.capability;
+    // a kernel built for sm_XY runs on every GPU of major X and minor Y or above; PTX (compute_XY) on any newer
+    let arch = |a: &str| -> Option<(bool, i32, i32)> {
+        let (ptx, digits) = match a.strip_prefix("compute_") {
+            Some(digits) => (true, digits),
+            None => (false, a.strip_prefix("sm_")?),
+        };
+        let n: i32 = digits.trim_end_matches(|c: char| !c.is_ascii_digit()).parse().ok()?; // sm_90a: 90
+        Some((ptx, n / 10, n % 10))
+    };
+    let runs = archs.split(' ').filter_map(arch).any(|(ptx, x, y)| {
+        if ptx {
+            (x, y) <= (cc_major, cc_minor)
+        } else {
+            x == cc_major && y <= cc_minor
+        }
+    });
+    (!runs).then(|| {
+        let fix = if (cc_major, cc_minor) < (7, 5) {
+            format!("`scripts/setup --torch-index {CUDA_12_INDEX}` installs a libtorch with kernels for older GPUs")
+        } else {
+            "a newer torch has kernels for it".into()
+        };
+        let name = &gpu.name;
+        let why = format!("this libtorch has kernels for {archs} only, so its first kernel would fail");
+        format!("{name} (compute capability {cc_major}.{cc_minor}) is unusable: {why}; {fix}")
     })
 }
 
-/// The name of GPU `index`, as `nvidia-smi` shows it.
-pub fn gpu_name(index: i32) -> Option<String> {
-    let get = cuda_get_device_properties()?;
-    // cudaDeviceProp starts with `char name[256]` in every CUDA version; the buffer exceeds any version's struct
-    let mut prop = vec![0u8; 64 << 10];
-    // SAFETY: the buffer is larger than cudaDeviceProp, which the call fills
-    let status = unsafe { get(prop.as_mut_ptr().cast(), index) };
-    let name = std::ffi::CStr::from_bytes_until_nul(&prop[..256]).ok()?.to_string_lossy();
-    (status == 0 && !name.is_empty()).then(|| name.into_owned())
+fn parse_version(v: &str) -> Option<(i32, i32)> {
+    let (major, minor) = v.split_once('.')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+/// The device `--cuda` asks for, and why, in words for the line printed at start and args.json: the
+/// first GPU when libtorch has CUDA and can use it, the CPU otherwise. A GPU this libtorch cannot use
+/// (the driver too old for its CUDA, a compute capability it has no kernels for) is named with the
+/// reason; the run goes on on the CPU, or with `--cuda` given on the command line exits with code 2.
+pub fn pick_device(cuda: bool) -> (Device, String) {
+    if !cuda {
+        return (Device::Cpu, "cpu (--cuda false)".into());
+    }
+    if !tch::utils::has_cudart() {
+        return (Device::Cpu, "cpu (this libtorch is built without CUDA)".into());
+    }
+    let driver = match driver() {
+        Ok(driver) => driver,
+        Err(why) => return (Device::Cpu, format!("cpu ({why})")),
+    };
+    if let Some(why) = driver.gpus.first().and_then(|gpu| unusable(&driver, gpu)) {
+        if CUDA_ASKED.load(Ordering::Relaxed) {
+            crate::fail(2, format!("--cuda: GPU 0, {why}"));
+        }
+        return (Device::Cpu, format!("cpu (GPU 0, {why})"));
+    }
+    if tch::Cuda::device_count() == 0 {
+        return (Device::Cpu, "cpu (the CUDA runtime is loaded, but no GPU is visible)".into());
+    }
+    (Device::Cuda(0), format!("cuda:0 ({})", describe(&driver, 0)))
+}
+
+/// The device line of GPU `index` (a rank's of a data-parallel run): `cuda:N (name, ...)`. A GPU
+/// this libtorch cannot use is one line, exit code 2 (the rank was given it).
+pub fn gpu_line(index: usize) -> String {
+    let driver = driver().unwrap_or_else(|why| crate::fail(1, format!("GPU {index}: {why}")));
+    if let Some(why) = driver.gpus.get(index).and_then(|gpu| unusable(&driver, gpu)) {
+        crate::fail(2, format!("GPU {index}, {why}"));
+    }
+    format!("cuda:{index} ({})", describe(&driver, index))
+}
+
+/// GPU `index` for the device line: its name, compute capability and the driver's CUDA.
+pub fn describe(driver: &Driver, index: usize) -> String {
+    let (major, minor) = driver.cuda;
+    match driver.gpus.get(index) {
+        Some(Gpu { name, capability: (x, y) }) => {
+            format!("{name}, compute capability {x}.{y}, driver CUDA {major}.{minor}")
+        }
+        None => format!("GPU {index}, which the driver does not list"),
+    }
+}
+
+extern "C" {
+    fn ppo_set_cudnn_deterministic(on: bool);
+    fn ppo_cudnn_deterministic() -> bool;
+    fn ppo_cudnn_benchmark() -> bool;
+    fn ppo_cudnn_allow_tf32() -> bool;
+    fn ppo_cublas_allow_tf32() -> bool;
+}
+
+/// `--torch-deterministic`, as CleanRL's `torch.backends.cudnn.deterministic = args.torch_deterministic`
+/// (and the autotuner off with it, as PyTorch's default): cuDNN's deterministic algorithms, so that two
+/// GPU runs of one seed give the same metrics. (CPU runs are deterministic either way.)
+pub fn torch_deterministic(on: bool) {
+    tch::Cuda::cudnn_set_benchmark(!on);
+    // SAFETY: sets a flag of libtorch's global context (src/cpp/context.cpp)
+    unsafe { ppo_set_cudnn_deterministic(on) }
+}
+
+/// libtorch's GPU settings: (cuDNN deterministic, cuDNN benchmark, TF32 in cuDNN, TF32 in cuBLAS).
+pub fn gpu_settings() -> (bool, bool, bool, bool) {
+    // SAFETY: reads flags of libtorch's global context
+    unsafe { (ppo_cudnn_deterministic(), ppo_cudnn_benchmark(), ppo_cudnn_allow_tf32(), ppo_cublas_allow_tf32()) }
 }
 
 #[cfg(test)]
 mod tests {
-    /// Built as the binaries are, a process with libtorch's CUDA library finds the CUDA runtime's
-    /// `cudaGetDeviceProperties` (the GPU's name for the device line) and, with no GPU, gets no name.
+    use super::*;
+
+    /// `--torch-deterministic` sets what CleanRL's flag sets, read back from libtorch's context; TF32
+    /// stays as PyTorch (and so CleanRL) has it: on for cuDNN's convolutions and RNNs, off for matmuls.
     #[test]
-    fn the_cuda_runtime_names_gpus() {
-        if !tch::utils::has_cudart() {
-            return; // a CPU-only libtorch: tests/cuda.rs checks the binaries say so
+    fn torch_deterministic_sets_cudnn_and_tf32_stays_pytorchs() {
+        torch_deterministic(true);
+        assert_eq!(gpu_settings(), (true, false, true, false));
+        torch_deterministic(false);
+        assert_eq!(gpu_settings(), (false, true, true, false));
+    }
+
+    fn h100() -> Gpu {
+        Gpu { name: "NVIDIA H100".into(), capability: (9, 0) }
+    }
+
+    /// The reasons a GPU is unusable, for this libtorch (CUDA 13.0, sm_75 to sm_120 from PyPI).
+    #[test]
+    fn an_old_driver_or_an_old_gpu_is_named_with_the_fix() {
+        if TORCH_CUDA.is_none() {
+            return; // a CPU-only libtorch: nothing is usable, pick_device says so before
         }
-        assert!(super::cuda_get_device_properties().is_some(), "cudaGetDeviceProperties not found");
-        if tch::Cuda::device_count() == 0 {
-            assert_eq!(super::gpu_name(0), None);
-        } else {
-            assert!(super::gpu_name(0).is_some_and(|n| !n.is_empty()));
+        let torch = TORCH_CUDA.and_then(parse_version).expect("a version");
+        let new = Driver { cuda: torch, gpus: vec![h100()] };
+        assert_eq!(unusable(&new, &h100()), None);
+        let old = Driver { cuda: (torch.0 - 1, 4), gpus: vec![h100()] };
+        let why = unusable(&old, &h100()).expect("too old");
+        assert!(why.contains(&format!("supports CUDA {}.4", torch.0 - 1)), "{why}");
+        if torch.0 == 13 {
+            assert!(why.contains(&format!("scripts/setup --torch-index {CUDA_12_INDEX}")), "{why}");
+        }
+        let Some(archs) = TORCH_ARCHS else { return };
+        let lowest = archs.split(' ').filter_map(|a| a.strip_prefix("sm_")?.parse::<i32>().ok()).min().expect("sm_");
+        let older = Gpu { name: "an older GPU".into(), capability: (lowest / 10 - 1, 0) };
+        let why = unusable(&new, &older).expect("no kernels");
+        assert!(why.contains("has kernels for") && why.contains(archs), "{why}");
+        // a minor version above a listed one runs that one's kernels (sm_86 on sm_80's, sm_89 on sm_86's)
+        let minor_above = Gpu { name: "x".into(), capability: (lowest / 10, lowest % 10 + 1) };
+        assert_eq!(unusable(&new, &minor_above), None);
+    }
+
+    /// With no NVIDIA driver (this machine), the driver query says so instead of failing.
+    #[test]
+    fn without_a_driver_the_query_says_why() {
+        match driver() {
+            Ok(driver) => assert!(driver.cuda.0 >= 11, "{driver:?}"),
+            Err(why) => assert!(why.contains("NVIDIA driver"), "{why}"),
         }
     }
 }

@@ -8,18 +8,21 @@
 //! - `lock`: one writer per run directory (an advisory lock the OS releases with the process).
 //! - [`trace`]: the parity trace (`PPO_TRACE=FILE`) that tests/parity.rs compares with CleanRL.
 //! - [`flags`]: value parsers, the range in which each numeric flag can work.
-//! - [`device`]: the device `--cuda` gets, and why, in words.
+//! - [`device`]: the device `--cuda` gets, and why, in words (the NVIDIA driver asked through
+//!   cudarc); `--torch-deterministic` in libtorch's global context.
+//! - [`nccl`]: a data-parallel run's gradient all-reduce between GPUs.
 //! - Here: [`fail`], [`to_host`], [`play`] (the evaluation loop of `--save-model`), [`var`]
 //!   (numpy's), [`categorical_sample`] (torch.distributions'), [`all_cores`], [`experiment!`].
 
 pub mod device;
 pub mod flags;
 mod lock;
+pub mod nccl;
 pub mod optim;
 pub mod run;
 pub mod trace;
 
-pub use device::pick_device;
+pub use device::{pick_device, torch_deterministic};
 pub use optim::FlatAdam;
 pub use run::{parse_args, unix_time, Experiment, RunArgs, RunLog, Start};
 pub use trace::Trace;

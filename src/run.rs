@@ -39,7 +39,7 @@ pub struct RunArgs {
     /// seed of the experiment (envs get seed + i, torch gets seed)
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// turn cuDNN's autotuner off (tch offers no switch for deterministic algorithms; CPU runs are deterministic)
+    /// cuDNN's deterministic algorithms, its autotuner off, as CleanRL's flag (CPU runs are deterministic either way)
     #[arg(long, default_value_t = true)]
     pub torch_deterministic: bool,
     /// use CUDA when a GPU is present (`--cuda false` for the CPU)
@@ -627,6 +627,8 @@ pub fn parse_args<A: Experiment>() -> A {
         clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
         _ => fail(2, one_line(&e)),
     });
+    let cuda_given = matches.value_source("cuda") == Some(clap::parser::ValueSource::CommandLine);
+    crate::device::CUDA_ASKED.store(cuda_given && args.run().cuda, std::sync::atomic::Ordering::Relaxed);
     let args = match &args.run().resume {
         Some(dir) => resumed_args(dir, &args, &matches).unwrap_or_else(|e| fail(2, e)),
         None => args,

@@ -76,13 +76,14 @@ fn a_process_built_the_same_way_has_the_cuda_runtime() {
 /// completes on the CPU, its first line names the device and why, and args.json records it.
 #[test]
 fn every_binary_names_its_device_and_why() {
-    let gpus = tch::Cuda::device_count();
     let expected = if !libtorch_has_cuda() {
         "cpu (this libtorch is built without CUDA)".to_string()
-    } else if gpus == 0 {
-        "cpu (the CUDA runtime is loaded, but no GPU is visible)".to_string()
     } else {
-        "cuda:0 (".to_string() // a GPU machine: the name follows
+        match ppo_details::device::driver() {
+            Err(why) => format!("cpu ({why})"), // this machine: "no NVIDIA driver: libcuda.so.1 is not installed"
+            Ok(driver) if ppo_details::device::unusable(&driver, &driver.gpus[0]).is_some() => "cpu (GPU 0, ".into(),
+            Ok(_) => "cuda:0 (".to_string(), // a GPU machine: the name follows
+        }
     };
     for (bin, args) in BINARIES {
         for cuda in [None, Some("false")] {
@@ -109,6 +110,10 @@ fn every_binary_names_its_device_and_why() {
                 serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).expect("args.json"))
                     .expect("JSON");
             assert_eq!(json["device"].as_str(), Some(first.trim_start_matches("device: ")), "{bin}: args.json");
+            if bin.ends_with("ppo_atari_multigpu") && libtorch_has_cuda() {
+                // the torch wheel's NCCL loads (build.rs), GPU or not, and the line says how gradients are summed
+                assert!(first.contains("; one rank, no all-reduce (NCCL 2."), "{bin}: {first}");
+            }
         }
     }
 }

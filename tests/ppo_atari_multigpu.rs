@@ -2,7 +2,7 @@
 //! ranks under `mpirun`, on the shared-memory transport and on TCP (the one separate machines use).
 
 mod common;
-use common::{assert_bad_input, assert_ratio_one_and_small_kl, run, Run, Table, TIMING_COLUMNS};
+use common::{assert_bad_input, assert_ratio_one_and_small_kl, run, run_with_env, Run, Table, TIMING_COLUMNS};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,17 @@ fn one_process_is_ppo_atari() {
     assert_eq!(ours.0.without(&["debug/max_approx_kl_of_ranks"]), theirs.0.without(&[]));
     assert_eq!(ours.1, theirs.1, "episodes.csv");
     assert!(!ours.1.rows.is_empty(), "no Breakout game finished: the check is empty");
+    let stdout = |r: &Run| String::from_utf8_lossy(&r.output.stdout).to_string();
+    assert!(stdout(&alone).contains("one rank, no all-reduce"), "{}", stdout(&alone));
+    // PPO_FORCE_ALLREDUCE=1 sends one rank's gradient through the all-reduce anyway (MPI here, NCCL on a
+    // GPU): the mean of one gradient is itself, so the metrics stay ppo_atari's
+    let forced = run_with_env(BIN, &[&["--local-num-envs", "2"], SMALL].concat(), &[("PPO_FORCE_ALLREDUCE", "1")]);
+    forced.assert_ok();
+    assert!(stdout(&forced).contains("gradients all-reduced by MPI through host memory"), "{}", stdout(&forced));
+    let seconds = forced.csv("updates.csv").col("timing/allreduce_seconds");
+    assert!(seconds.iter().all(|&s| s > 0.0), "the all-reduce ran: {seconds:?}");
+    let forced = metrics(&forced);
+    assert_eq!(forced.0.without(&["debug/max_approx_kl_of_ranks"]), theirs.0.without(&[]));
 }
 
 /// Two ranks: ratio 1 / clipfrac 0 at the first minibatch and a small KL on every rank (the logged

@@ -200,7 +200,7 @@ fn main() {
 
     // seeding
     tch::manual_seed(args.run.seed as i64);
-    tch::Cuda::cudnn_set_benchmark(!args.run.torch_deterministic); // --torch-deterministic: no autotuned kernels
+    ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
     let (device, device_name) = pick_device(args.run.cuda);
     println!("device: {device_name}");
 

@@ -19,6 +19,7 @@ use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
+use ppo_details::nccl::AllReduce;
 use ppo_details::{
     fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
 };
@@ -228,12 +229,15 @@ fn main() {
 
     // seeding
     tch::manual_seed((args.run.seed + rank as u64) as i64); // each rank samples and shuffles its own way
-    tch::Cuda::cudnn_set_benchmark(!args.run.torch_deterministic); // --torch-deterministic: no autotuned kernels
+    ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
     let local_rank = world.split_shared(rank as i32).rank() as usize; // the rank among this machine's
     let (device, device_name) = match pick_device(args.run.cuda) {
         (Device::Cuda(_), _) => rank_gpu(local_rank, &args.device_ids),
         cpu => cpu,
     };
+    // Aux 2: how the ranks sum their gradients: NCCL when each is on a GPU of its own, MPI otherwise
+    let (grad_all_reduce, how) = ppo_details::nccl::all_reduce(&world, device).unwrap_or_else(|e| fail(1, e));
+    let device_name = format!("{device_name}; {how}");
     println!("{}device: {device_name}", if world_size > 1 { format!("rank {rank}: ") } else { String::new() });
 
     // env setup. Core 1: vectorized architecture
@@ -409,7 +413,7 @@ fn main() {
                 loss.backward();
                 // Aux 2: the gradients averaged over the ranks: every rank takes the same step
                 let allreduce_start = Instant::now();
-                all_reduce_mean(&world, &optimizer.grad);
+                all_reduce_mean(&world, &grad_all_reduce, &optimizer.grad);
                 allreduce_seconds += allreduce_start.elapsed().as_secs_f64();
                 // Core 11: global gradient-norm clipping
                 grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
@@ -512,19 +516,26 @@ fn rank_gpu(local_rank: usize, device_ids: &[usize]) -> (Device, String) {
             None => fail(2, format!("--device-ids names no GPU for local rank {local_rank} ({} given)", ids.len())),
         },
     };
-    let name =
-        ppo_details::device::gpu_name(index as i32).unwrap_or_else(|| "a GPU whose name CUDA did not give".into());
-    (Device::Cuda(index), format!("cuda:{index} ({name})"))
+    (Device::Cuda(index), ppo_details::device::gpu_line(index))
 }
 
-/// Aux 2: `t` (the flat gradient) summed over the ranks and divided by their number, in place.
-/// MPI reads and writes host memory: a GPU's gradient makes the trip through it and back.
-fn all_reduce_mean(world: &SimpleCommunicator, t: &Tensor) {
-    let local = to_host(t);
-    let mut sum = vec![0f32; local.len()];
-    world.all_reduce_into(&local[..], &mut sum[..], SystemOperation::sum());
-    let mean = Tensor::from_slice(&sum) / world.size() as f64;
-    tch::no_grad(|| t.shallow_clone().copy_(&mean.view(t.size().as_slice()).to_device(t.device())));
+/// Aux 2: `t` (the flat gradient) summed over the ranks and divided by their number, in place: with
+/// NCCL on the GPUs themselves; with MPI through host memory otherwise (the trip there and back).
+fn all_reduce_mean(world: &SimpleCommunicator, all_reduce: &AllReduce, t: &Tensor) {
+    match all_reduce {
+        AllReduce::Skip => {}
+        AllReduce::Nccl(nccl) => {
+            nccl.all_reduce_sum(t).unwrap_or_else(|e| fail(1, e));
+            let _ = tch::no_grad(|| t.shallow_clone().g_div_scalar_(world.size() as f64));
+        }
+        AllReduce::Mpi => {
+            let local = to_host(t);
+            let mut sum = vec![0f32; local.len()];
+            world.all_reduce_into(&local[..], &mut sum[..], SystemOperation::sum());
+            let mean = Tensor::from_slice(&sum) / world.size() as f64;
+            tch::no_grad(|| t.shallow_clone().copy_(&mean.view(t.size().as_slice()).to_device(t.device())));
+        }
+    }
 }
 
 /// Aux 2: a few numbers reduced over the ranks by `op` (sum, max), the result on every rank.
