@@ -24,7 +24,7 @@ pub mod trace;
 
 pub use device::{pick_device, torch_deterministic};
 pub use optim::FlatAdam;
-pub use run::{parse_args, unix_time, Experiment, RunArgs, RunLog, Start};
+pub use run::{parse_args, read_host, unix_time, Experiment, Logged, RunArgs, RunLog, Start};
 pub use trace::Trace;
 
 use envs::VecEnv;

@@ -10,7 +10,7 @@ use clap::ArgAction;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Instant;
-use tch::{nn, Device, Tensor};
+use tch::{nn, Device, Kind, Tensor};
 
 /// What the library needs to know of a binary's `Args` (clap's derive, serde both ways).
 pub trait Experiment: clap::Parser + serde::Serialize + serde::de::DeserializeOwned {
@@ -62,6 +62,37 @@ pub struct RunArgs {
     /// The envs start fresh episodes (an LSTM from a zero state)
     #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<std::path::PathBuf>,
+}
+
+/// A logged value: a number on the host, or a scalar tensor on the device (a loss, a KL estimate).
+/// [`RunLog::update`] reads all of an update's device values to the host in one copy: on a GPU the
+/// update waits for it once, not once per value.
+#[derive(Clone, Copy)]
+pub enum Logged<'a> {
+    OnHost(f64),
+    OnDevice(&'a Tensor),
+}
+
+impl Logged<'_> {
+    /// The value on the host (a device value: a copy of its own).
+    pub fn value(&self) -> f64 {
+        match self {
+            Logged::OnHost(x) => *x,
+            Logged::OnDevice(t) => t.double_value(&[]),
+        }
+    }
+}
+
+/// Scalar tensors of one device, read to the host in one copy (one wait for a GPU), as f64.
+pub fn read_host(ts: &[&Tensor]) -> Vec<f64> {
+    if ts.is_empty() {
+        return Vec::new();
+    }
+    let all = Tensor::cat(&ts.iter().map(|t| t.to_kind(Kind::Double).reshape([-1])).collect::<Vec<_>>(), 0);
+    let numel = all.numel();
+    let mut host = vec![0f64; numel];
+    all.to_device(Device::Cpu).copy_data(&mut host, numel);
+    host
 }
 
 /// The run directory `runs/<run-name>/` and what goes in it: args.json, episodes.csv and
@@ -243,11 +274,17 @@ impl RunLog {
     /// Flushes, and shows progress. A non-finite `loss` (the last minibatch's) then ends the run,
     /// its rows kept. `env_seconds`: the time the envs took to step since the last update;
     /// `learning`: when the update (the epochs) began.
-    pub fn update(&mut self, row: &[(&str, f64)], loss: &Tensor, env_seconds: f64, learning: Instant) {
+    pub fn update(&mut self, row: &[(&str, Logged)], loss: &Tensor, env_seconds: f64, learning: Instant) {
+        let on_device = row.iter().filter_map(|(_, v)| if let Logged::OnDevice(t) = v { Some(*t) } else { None });
+        let mut read = read_host(&on_device.chain([loss]).collect::<Vec<_>>()).into_iter();
+        let mut row: Vec<(&str, f64)> = row
+            .iter()
+            .map(|(name, v)| (*name, if let Logged::OnHost(x) = v { *x } else { read.next().unwrap_or(f64::NAN) }))
+            .collect();
+        let loss = read.next().unwrap_or(f64::NAN);
         let (iteration_seconds, now) = (self.last_update.elapsed().as_secs_f64(), Instant::now());
         let learning_seconds = learning.elapsed().as_secs_f64();
         let checkpoint_seconds = std::mem::take(&mut self.checkpoint_seconds);
-        let mut row = row.to_vec();
         // CleanRL's charts/SPS: steps per second since the run started, after explained_variance
         let global_step = row.iter().find(|(n, _)| *n == "global_step").map_or(0.0, |(_, v)| *v);
         let sps = (global_step / self.start_time.elapsed().as_secs_f64()).floor();
@@ -282,7 +319,7 @@ impl RunLog {
             }
             None => {}
         }
-        if !loss.double_value(&[]).is_finite() {
+        if !loss.is_finite() {
             let losses =
                 ["losses/policy_loss", "losses/value_loss", "losses/entropy"].map(|c| format!("{c} {}", get(c)));
             self.fail(format!("the loss became non-finite at update {} ({})", get("iteration"), losses.join(", ")));
@@ -813,7 +850,8 @@ mod tests {
         let start = Start::new(&args, 7, &mut make().2, &[]);
         let lock = RunLock::take(dir.path(), "ppo").expect("lock");
         let mut log = RunLog::open(dir.path().to_path_buf(), lock, &args, "cpu", 700, &start).expect("run log");
-        let row = [("iteration", 7.0), ("global_step", 700.0), ("charts/learning_rate", 1e-3)];
+        let row = [("iteration", 7.0), ("global_step", 700.0), ("charts/learning_rate", 1e-3)]
+            .map(|(n, v)| (n, Logged::OnHost(v)));
         log.update(&row, &Tensor::from(0f32), 0.0, Instant::now());
         log.checkpoint(&saved, &[envs::SharedRms::new(rms.clone())]);
 

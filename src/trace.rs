@@ -42,7 +42,7 @@ impl Trace {
     pub fn finish(
         &mut self,
         vs: &nn::VarStore,
-        row: &[(&str, f64)],
+        row: &[(&str, crate::run::Logged)],
         [obs, actions, next_obs]: [&Tensor; 3],
         [rewards, dones]: [&[Vec<f32>]; 2],
         next_done: &[f32],
@@ -55,7 +55,7 @@ impl Trace {
         let rollout =
             rollout.chain([("next_obs", next_obs.to_device(Device::Cpu)), ("next_done", host(&[next_done.to_vec()]))]);
         self.tensors.extend(rollout.map(|(name, t)| (format!("rollout.{name}"), t.contiguous())));
-        self.tensors.extend(row.iter().map(|(name, v)| (format!("scalar.{name}"), Tensor::from_slice(&[*v]))));
+        self.tensors.extend(row.iter().map(|(name, v)| (format!("scalar.{name}"), Tensor::from_slice(&[v.value()]))));
         let written = Tensor::write_safetensors(&self.tensors, &path);
         written.unwrap_or_else(|e| fail(1, format!("cannot write the trace {}: {e}", path.display())));
     }

@@ -20,6 +20,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
 use ppo_details::nccl::AllReduce;
+use ppo_details::Logged::{OnDevice, OnHost}; // a logged value, on the host or on the device
 use ppo_details::{
     fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
 };
@@ -436,10 +437,8 @@ fn main() {
 
         // Core 12: CleanRL's metrics by its names, then our debug and timing columns
         // Aux 2: the ratio and KL checks hold on every rank: the largest over the ranks are logged
-        let (max_ratio_dev, first_clipfrac) =
-            (first_mb_max_ratio_dev.double_value(&[]), first_mb_clipfrac.double_value(&[]));
-        let worst =
-            all_reduce(&world, &[max_ratio_dev, first_clipfrac, approx_kl.double_value(&[])], SystemOperation::max());
+        let checks = ppo_details::read_host(&[&first_mb_max_ratio_dev, &first_mb_clipfrac, &approx_kl]); // one read
+        let worst = all_reduce(&world, &checks, SystemOperation::max());
         let episodes = gather_episodes(&world, &finished);
         let in_sync = weights_in_sync(&world, &optimizer.flat);
         let Some(log) = &mut log else {
@@ -449,22 +448,22 @@ fn main() {
             continue; // ranks other than 0 log nothing
         };
         let row = [
-            ("iteration", iteration as f64),
-            ("global_step", global_step as f64),
-            ("charts/learning_rate", lr),
-            ("charts/clip_coef", clip_coef),
-            ("losses/value_loss", v_loss.double_value(&[])),
-            ("losses/policy_loss", pg_loss.double_value(&[])),
-            ("losses/entropy", entropy_loss.double_value(&[])),
-            ("losses/old_approx_kl", old_approx_kl.double_value(&[])),
-            ("losses/approx_kl", approx_kl.double_value(&[])),
-            ("losses/clipfrac", clipfrac(&ratios, clip_coef).double_value(&[])),
-            ("losses/explained_variance", explained_var),
-            ("debug/first_mb_max_ratio_dev", worst[0]),
-            ("debug/first_mb_clipfrac", worst[1]),
-            ("debug/max_approx_kl_of_ranks", worst[2]),
-            ("debug/unclipped_grad_norm", grad_norm.double_value(&[])),
-            ("timing/allreduce_seconds", allreduce_seconds),
+            ("iteration", OnHost(iteration as f64)),
+            ("global_step", OnHost(global_step as f64)),
+            ("charts/learning_rate", OnHost(lr)),
+            ("charts/clip_coef", OnHost(clip_coef)),
+            ("losses/value_loss", OnDevice(&v_loss)),
+            ("losses/policy_loss", OnDevice(&pg_loss)),
+            ("losses/entropy", OnDevice(&entropy_loss)),
+            ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
+            ("losses/approx_kl", OnDevice(&approx_kl)),
+            ("losses/clipfrac", OnDevice(&clipfrac(&ratios, clip_coef))),
+            ("losses/explained_variance", OnHost(explained_var)),
+            ("debug/first_mb_max_ratio_dev", OnHost(worst[0])),
+            ("debug/first_mb_clipfrac", OnHost(worst[1])),
+            ("debug/max_approx_kl_of_ranks", OnHost(worst[2])),
+            ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
+            ("timing/allreduce_seconds", OnHost(allreduce_seconds)),
         ];
         for (episode_rank, step, r, l) in episodes {
             log.episode_of_rank(episode_rank, step, r, l);

@@ -13,6 +13,7 @@
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
+use ppo_details::Logged::{OnDevice, OnHost}; // a logged value, on the host or on the device
 use ppo_details::{
     fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
 };
@@ -427,21 +428,21 @@ fn main() {
 
         // Core 12: CleanRL's metrics by its names, then our debug and timing columns
         let row = [
-            ("iteration", iteration as f64),
-            ("global_step", global_step as f64),
-            ("charts/learning_rate", lr),
-            ("charts/clip_coef", clip_coef),
-            ("losses/value_loss", v_loss.double_value(&[])),
-            ("losses/policy_loss", pg_loss.double_value(&[])),
-            ("losses/entropy", entropy_loss.double_value(&[])),
-            ("losses/old_approx_kl", old_approx_kl.double_value(&[])),
-            ("losses/approx_kl", approx_kl.double_value(&[])),
-            ("losses/clipfrac", clipfrac(&ratios, clip_coef).double_value(&[])),
-            ("losses/explained_variance", explained_var),
-            ("debug/first_mb_max_ratio_dev", first_mb_max_ratio_dev.double_value(&[])),
-            ("debug/first_mb_clipfrac", first_mb_clipfrac.double_value(&[])),
-            ("debug/adaptive_kl", adaptive_kl),
-            ("debug/unclipped_grad_norm", grad_norm.double_value(&[])),
+            ("iteration", OnHost(iteration as f64)),
+            ("global_step", OnHost(global_step as f64)),
+            ("charts/learning_rate", OnHost(lr)),
+            ("charts/clip_coef", OnHost(clip_coef)),
+            ("losses/value_loss", OnDevice(&v_loss)),
+            ("losses/policy_loss", OnDevice(&pg_loss)),
+            ("losses/entropy", OnDevice(&entropy_loss)),
+            ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
+            ("losses/approx_kl", OnDevice(&approx_kl)),
+            ("losses/clipfrac", OnDevice(&clipfrac(&ratios, clip_coef))),
+            ("losses/explained_variance", OnHost(explained_var)),
+            ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb_max_ratio_dev)),
+            ("debug/first_mb_clipfrac", OnDevice(&first_mb_clipfrac)),
+            ("debug/adaptive_kl", OnHost(adaptive_kl)),
+            ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
         ];
         trace.finish(&vs, &row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         log.update(&row, &loss, envs.take_step_seconds(), learning_start);

@@ -14,6 +14,7 @@ use clap::Parser;
 use envs::atari::*; // the Atari env and its wrappers
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
+use ppo_details::Logged::{OnDevice, OnHost}; // a logged value, on the host or on the device
 use ppo_details::{
     fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
 };
@@ -284,6 +285,7 @@ fn main() {
     let mut action_buf = vec![0i64; num_envs];
     // LSTM 2: zero initial hidden and cell state
     let mut next_lstm_state = agent.lstm.zero_state(num_envs as i64);
+    let no_done = Tensor::zeros([num_envs as i64], (Kind::Float, device));
 
     for iteration in start.iteration + 1..=num_iterations {
         // Core 4: learning-rate annealing, linearly to 0
@@ -296,10 +298,13 @@ fn main() {
         let initial_lstm_state = LSTMState((next_lstm_state.h(), next_lstm_state.c()));
         for step in 0..num_steps {
             global_step += num_envs as u64;
-            let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
+            let next_obs = upload(&envs.obs, obs_dim, device);
             obs[step] = next_obs.shallow_clone();
             dones[step].copy_from_slice(&next_done);
-            let next_done_t = Tensor::from_slice(&next_done).to_device(device);
+            // the dones go up only where an episode ended (zeros reset nothing: the same state)
+            let ended = next_done.iter().any(|&d| d > 0.0);
+            let next_done_t =
+                if ended { Tensor::from_slice(&next_done).to_device(device) } else { no_done.shallow_clone() };
 
             let (action, logprob, _, value, lstm_state) =
                 tch::no_grad(|| agent.get_action_and_value(&next_obs, &next_lstm_state, &next_done_t, &[false], None));
@@ -322,7 +327,7 @@ fn main() {
         }
 
         // bootstrap value if not done; the values come down to the host once per rollout, for GAE
-        let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
+        let next_obs = upload(&envs.obs, obs_dim, device);
         let next_done_t = Tensor::from_slice(&next_done).to_device(device);
         let next_value =
             to_host(&tch::no_grad(|| agent.get_value(&next_obs, &next_lstm_state, &next_done_t, &[false])));
@@ -445,20 +450,20 @@ fn main() {
 
         // Core 12: CleanRL's metrics by its names, then our debug and timing columns
         let row = [
-            ("iteration", iteration as f64),
-            ("global_step", global_step as f64),
-            ("charts/learning_rate", lr),
-            ("charts/clip_coef", clip_coef),
-            ("losses/value_loss", v_loss.double_value(&[])),
-            ("losses/policy_loss", pg_loss.double_value(&[])),
-            ("losses/entropy", entropy_loss.double_value(&[])),
-            ("losses/old_approx_kl", old_approx_kl.double_value(&[])),
-            ("losses/approx_kl", approx_kl.double_value(&[])),
-            ("losses/clipfrac", clipfrac(&ratios, clip_coef).double_value(&[])),
-            ("losses/explained_variance", explained_var),
-            ("debug/first_mb_max_ratio_dev", first_mb_max_ratio_dev.double_value(&[])),
-            ("debug/first_mb_clipfrac", first_mb_clipfrac.double_value(&[])),
-            ("debug/unclipped_grad_norm", grad_norm.double_value(&[])),
+            ("iteration", OnHost(iteration as f64)),
+            ("global_step", OnHost(global_step as f64)),
+            ("charts/learning_rate", OnHost(lr)),
+            ("charts/clip_coef", OnHost(clip_coef)),
+            ("losses/value_loss", OnDevice(&v_loss)),
+            ("losses/policy_loss", OnDevice(&pg_loss)),
+            ("losses/entropy", OnDevice(&entropy_loss)),
+            ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
+            ("losses/approx_kl", OnDevice(&approx_kl)),
+            ("losses/clipfrac", OnDevice(&clipfrac(&ratios, clip_coef))),
+            ("losses/explained_variance", OnHost(explained_var)),
+            ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb_max_ratio_dev)),
+            ("debug/first_mb_clipfrac", OnDevice(&first_mb_clipfrac)),
+            ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
         ];
         trace.finish(&vs, &row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         log.update(&row, &loss, envs.take_step_seconds(), learning_start);
@@ -475,6 +480,17 @@ fn main() {
 /// mean over minibatches of their fractions: all minibatches have the same size).
 fn clipfrac(ratios: &[Tensor], clip_coef: f64) -> Tensor {
     (Tensor::cat(ratios, 0) - 1.0).abs().gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float)
+}
+
+/// The observations on the device: Atari's pixels (whole numbers 0 to 255) go up as bytes, 4 times
+/// fewer than as f32, and become f32 there; other observations go up as they are.
+fn upload(obs: &[f32], obs_dim: i64, device: Device) -> Tensor {
+    if obs_dim == 84 * 84 && device != Device::Cpu {
+        let bytes: Vec<u8> = obs.iter().map(|&x| x as u8).collect();
+        Tensor::from_slice(&bytes).view([-1, obs_dim]).to_device(device).to_kind(Kind::Float)
+    } else {
+        Tensor::from_slice(obs).view([-1, obs_dim]).to_device(device)
+    }
 }
 
 /// Loads the saved weights into a fresh agent and plays 10 episodes with sampled actions,

@@ -15,6 +15,7 @@
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
+use ppo_details::Logged::{OnDevice, OnHost}; // a logged value, on the host or on the device
 use ppo_details::{
     fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
 };
@@ -284,7 +285,9 @@ fn main() {
             global_step += num_envs as u64;
             let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
             obs[step] = next_obs.shallow_clone();
-            let next_mask = Tensor::from_slice(&envs.masks).view([-1, mask_dim]).to_device(device);
+            // Aux 4: the masks go up to the policy's device only with masking on (off: unused, on the host)
+            let mask_device = if args.invalid_action_masking { device } else { Device::Cpu };
+            let next_mask = Tensor::from_slice(&envs.masks).view([-1, mask_dim]).to_device(mask_device);
             masks[step] = next_mask.shallow_clone();
             dones[step].copy_from_slice(&next_done);
 
@@ -426,21 +429,21 @@ fn main() {
 
         // Core 12: CleanRL's metrics by its names, then our debug and timing columns
         let row = [
-            ("iteration", iteration as f64),
-            ("global_step", global_step as f64),
-            ("charts/learning_rate", lr),
-            ("charts/clip_coef", clip_coef),
-            ("losses/value_loss", v_loss.double_value(&[])),
-            ("losses/policy_loss", pg_loss.double_value(&[])),
-            ("losses/entropy", entropy_loss.double_value(&[])),
-            ("losses/old_approx_kl", old_approx_kl.double_value(&[])),
-            ("losses/approx_kl", approx_kl.double_value(&[])),
-            ("losses/clipfrac", clipfrac(&ratios, clip_coef).double_value(&[])),
-            ("losses/explained_variance", explained_var),
-            ("debug/first_mb_max_ratio_dev", first_mb_max_ratio_dev.double_value(&[])),
-            ("debug/first_mb_clipfrac", first_mb_clipfrac.double_value(&[])),
-            ("debug/unclipped_grad_norm", grad_norm.double_value(&[])),
-            ("debug/invalid_actions", invalid_actions as f64),
+            ("iteration", OnHost(iteration as f64)),
+            ("global_step", OnHost(global_step as f64)),
+            ("charts/learning_rate", OnHost(lr)),
+            ("charts/clip_coef", OnHost(clip_coef)),
+            ("losses/value_loss", OnDevice(&v_loss)),
+            ("losses/policy_loss", OnDevice(&pg_loss)),
+            ("losses/entropy", OnDevice(&entropy_loss)),
+            ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
+            ("losses/approx_kl", OnDevice(&approx_kl)),
+            ("losses/clipfrac", OnDevice(&clipfrac(&ratios, clip_coef))),
+            ("losses/explained_variance", OnHost(explained_var)),
+            ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb_max_ratio_dev)),
+            ("debug/first_mb_clipfrac", OnDevice(&first_mb_clipfrac)),
+            ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
+            ("debug/invalid_actions", OnHost(invalid_actions as f64)),
         ];
         trace.finish(&vs, &row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         log.update(&row, &loss, envs.take_step_seconds(), learning_start);

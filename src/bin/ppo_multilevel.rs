@@ -29,6 +29,7 @@
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
 use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
+use ppo_details::Logged::{OnDevice, OnHost}; // a logged value, on the host or on the device
 use ppo_details::{fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start};
 use std::time::Instant;
 use tch::{nn, nn::Module, Device, Kind, Tensor};
@@ -605,11 +606,10 @@ fn main() {
             }
         }
         let last = last.expect("at least one minibatch");
-        // the largest deviation over all batches: a NaN anywhere shows as NaN
-        let max_or_nan =
-            |xs: Vec<f64>| xs.iter().fold(0.0, |m: f64, &x| if m.is_nan() || x.is_nan() { f64::NAN } else { m.max(x) });
-        let first_mb_ratio_dev = max_or_nan(first_minibatch.iter().map(|(d, _)| d.double_value(&[])).collect());
-        let first_mb_clipfrac = max_or_nan(first_minibatch.iter().map(|(_, c)| c.double_value(&[])).collect());
+        // the largest deviation over all batches (torch's max: a NaN anywhere shows as NaN)
+        let (devs, clips): (Vec<Tensor>, Vec<Tensor>) =
+            first_minibatch.iter().map(|(d, c)| (d.shallow_clone(), c.shallow_clone())).unzip();
+        let (first_mb_ratio_dev, first_mb_clipfrac) = (Tensor::stack(&devs, 0).max(), Tensor::stack(&clips, 0).max());
 
         // Core 12: CleanRL's metrics by its names (for the finest level's main batches), then our
         // debug and timing columns, and per level the ratio and KL columns for main and sync batches
@@ -618,32 +618,33 @@ fn main() {
         let var_y = var(b_returns.iter().map(|&y| y as f64));
         let residuals = b_returns.iter().zip(b_values.iter()).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
-        let mut row: Vec<(String, f64)> = [
-            ("iteration", iteration as f64),
-            ("global_step", global_step as f64),
-            ("charts/learning_rate", lr),
-            ("charts/clip_coef", clip_coef),
-            ("losses/value_loss", last.v_loss.double_value(&[])),
-            ("losses/policy_loss", last.pg_loss.double_value(&[])),
-            ("losses/entropy", last.entropy_loss.double_value(&[])),
-            ("losses/old_approx_kl", last.old_approx_kl.double_value(&[])),
-            ("losses/approx_kl", last.approx_kl.double_value(&[])),
-            ("losses/clipfrac", clipfrac(&ratios, clip_coef).double_value(&[])),
-            ("losses/explained_variance", explained_var),
-            ("debug/first_mb_max_ratio_dev", first_mb_ratio_dev),
-            ("debug/first_mb_clipfrac", first_mb_clipfrac),
-            ("debug/adaptive_kl", adaptive_kl),
-            ("debug/unclipped_grad_norm", last.grad_norm.double_value(&[])),
-            ("debug/epochs", epochs as f64),
+        let clip_fraction = clipfrac(&ratios, clip_coef);
+        let mut row: Vec<(String, ppo_details::Logged)> = [
+            ("iteration", OnHost(iteration as f64)),
+            ("global_step", OnHost(global_step as f64)),
+            ("charts/learning_rate", OnHost(lr)),
+            ("charts/clip_coef", OnHost(clip_coef)),
+            ("losses/value_loss", OnDevice(&last.v_loss)),
+            ("losses/policy_loss", OnDevice(&last.pg_loss)),
+            ("losses/entropy", OnDevice(&last.entropy_loss)),
+            ("losses/old_approx_kl", OnDevice(&last.old_approx_kl)),
+            ("losses/approx_kl", OnDevice(&last.approx_kl)),
+            ("losses/clipfrac", OnDevice(&clip_fraction)),
+            ("losses/explained_variance", OnHost(explained_var)),
+            ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb_ratio_dev)),
+            ("debug/first_mb_clipfrac", OnDevice(&first_mb_clipfrac)),
+            ("debug/adaptive_kl", OnHost(adaptive_kl)),
+            ("debug/unclipped_grad_norm", OnDevice(&last.grad_norm)),
+            ("debug/epochs", OnHost(epochs as f64)),
         ]
         .map(|(name, value)| (name.to_string(), value))
         .into();
         for (batch, ((dev, clip), kl)) in batches.iter().zip(first_minibatch.iter().zip(&last_kl)) {
-            row.push((format!("debug/{}_first_mb_max_ratio_dev", batch.name), dev.double_value(&[])));
-            row.push((format!("debug/{}_first_mb_clipfrac", batch.name), clip.double_value(&[])));
-            row.push((format!("losses/{}_approx_kl", batch.name), kl.double_value(&[])));
+            row.push((format!("debug/{}_first_mb_max_ratio_dev", batch.name), OnDevice(dev)));
+            row.push((format!("debug/{}_first_mb_clipfrac", batch.name), OnDevice(clip)));
+            row.push((format!("losses/{}_approx_kl", batch.name), OnDevice(kl)));
         }
-        let row: Vec<(&str, f64)> = row.iter().map(|(name, value)| (name.as_str(), *value)).collect();
+        let row: Vec<(&str, ppo_details::Logged)> = row.iter().map(|(name, value)| (name.as_str(), *value)).collect();
         log.update(&row, &last.loss, env_seconds, learn_start);
         log.checkpoint(&optimizer, &all_stats);
     }
