@@ -1,6 +1,12 @@
-//! CUDA without a GPU: what this machine can prove. Every binary keeps libtorch's CUDA library
-//! loaded (build.rs), a process built the same way finds the CUDA runtime, and each binary run with
-//! the default `--cuda` says in one line which device it uses and why, and records it in args.json.
+//! CUDA, with or without a GPU. Without one, what a CPU machine can prove: every binary keeps
+//! libtorch's CUDA library loaded (build.rs), a process built the same way finds the CUDA runtime,
+//! and each binary run with the default `--cuda` says in one line which device it uses and why, and
+//! records it in args.json. Where a usable GPU is visible, the binaries also run on it: ratio == 1
+//! within the GPU tolerance, a small KL, clip fraction 0, `--save-model` with its evaluation,
+//! `--resume`, `--adaptive-lr`, and `ppo_atari_multigpu` through NCCL. Without one, each of those
+//! says so in one line and passes.
+mod common;
+use common::{assert_ratio_within, Table};
 use std::path::Path;
 use std::process::Command;
 
@@ -116,4 +122,127 @@ fn every_binary_names_its_device_and_why() {
             }
         }
     }
+}
+
+/// A GPU the binaries would take (libtorch has CUDA, the driver and the GPU suit it), or why not.
+fn usable_gpus() -> Result<usize, String> {
+    if !libtorch_has_cuda() {
+        return Err("this libtorch is built without CUDA".into());
+    }
+    let driver = ppo_details::device::driver()?;
+    if let Some(why) = driver.gpus.first().and_then(|gpu| ppo_details::device::unusable(&driver, gpu)) {
+        return Err(why);
+    }
+    match tch::Cuda::device_count() {
+        0 => Err("libtorch sees no GPU".into()),
+        n => Ok(n as usize),
+    }
+}
+
+/// The GPU tests' guard: the number of usable GPUs, or a line saying why the test does nothing.
+fn gpus_or_skip(test: &str) -> Option<usize> {
+    usable_gpus().map_err(|why| eprintln!("{test}: no usable GPU here ({why}): nothing to run")).ok()
+}
+
+/// |ratio - 1| at the first minibatch on a GPU (docs/gpu.md derives both): TF32 in cuDNN's
+/// convolutions and LSTM, f32 in the linear layers.
+fn gpu_tolerance(bin: &str) -> f64 {
+    if ["ppo_atari", "ppo_atari_multigpu", "ppo_lstm"].iter().any(|b| bin.ends_with(&format!("/{b}"))) {
+        1e-2
+    } else {
+        1e-4
+    }
+}
+
+/// `bin ARGS --cuda` (given: a GPU that cannot be used is an error), with environment `vars`.
+fn run_cuda(bin: &str, args: &[&str], vars: &[(&str, &str)]) -> common::Run {
+    let run = common::run_with_env(bin, &[args, &["--cuda", "true"]].concat(), vars);
+    let stdout = String::from_utf8_lossy(&run.output.stdout).to_string();
+    assert!(run.output.status.success(), "{bin} {args:?}: {}\n{stdout}\n{}", run.output.status, run.stderr());
+    assert!(stdout.lines().next().unwrap_or_default().contains("device: cuda:"), "{bin}: {stdout}");
+    run
+}
+
+/// Ratio == 1 within the GPU tolerance and clip fraction 0 at every update's first minibatch, and a
+/// small KL (not for `ppo_multilevel`, whose short configuration has minibatches of 5 samples).
+fn checks(updates: &Table, bin: &str) {
+    let columns = ["debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl"];
+    let kl_updates = if bin.ends_with("/ppo_multilevel") { 0 } else { updates.rows.len() };
+    assert_ratio_within(updates, columns, kl_updates, gpu_tolerance(bin));
+}
+
+/// Every binary's short run on the GPU, with `--save-model`: ratio == 1 within the GPU tolerance,
+/// clip fraction 0 and a small KL at every update, and the saved weights evaluated (eval.csv).
+#[test]
+fn every_binary_trains_on_the_gpu() {
+    if gpus_or_skip("every_binary_trains_on_the_gpu").is_none() {
+        return;
+    }
+    for (bin, args) in BINARIES {
+        let run = run_cuda(bin, &[args, &["--save-model"][..]].concat(), &[]);
+        checks(&run.csv("updates.csv"), bin);
+        assert_eq!(run.csv("eval.csv").rows.len(), 10, "{bin}: 10 evaluation episodes");
+    }
+}
+
+/// `--resume` on the GPU: two updates, then on to four; the resumed updates keep ratio == 1.
+#[test]
+fn every_binary_resumes_on_the_gpu() {
+    if gpus_or_skip("every_binary_resumes_on_the_gpu").is_none() {
+        return;
+    }
+    for (bin, args) in BINARIES {
+        // the run's length: --total-timesteps, or ppo_multilevel's --num-iterations; twice that to resume
+        let at = args.iter().position(|a| *a == "--total-timesteps" || *a == "--num-iterations").expect("a length");
+        let longer = (2 * args[at + 1].parse::<usize>().expect("a number")).to_string();
+        let first = run_cuda(bin, &[args, &["--checkpoint-interval", "1"][..]].concat(), &[]);
+        let dir = first.dir();
+        let resumed = Command::new(bin)
+            .args(["--cuda", "true", "--resume", dir.to_str().expect("utf-8"), args[at], &longer])
+            .current_dir(first.workdir.path())
+            .output()
+            .expect("starts");
+        assert!(resumed.status.success(), "{bin}: {}", String::from_utf8_lossy(&resumed.stderr));
+        let updates = Table::read(&dir.join("updates.csv"));
+        let iterations: Vec<f64> = (1..=updates.rows.len()).map(|i| i as f64).collect();
+        assert_eq!(updates.col("iteration"), iterations, "{bin}: one row per iteration");
+        checks(&updates, bin);
+    }
+}
+
+/// `ppo_continuous --adaptive-lr` on the GPU: the rule moves the learning rate, ratio == 1 holds.
+#[test]
+fn adaptive_lr_runs_on_the_gpu() {
+    if gpus_or_skip("adaptive_lr_runs_on_the_gpu").is_none() {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_ppo_continuous");
+    let run = run_cuda(bin, &["--env-id", "Pendulum-v1", "--total-timesteps", "8192", "--adaptive-lr"], &[]);
+    checks(&run.csv("updates.csv"), bin);
+    let rates = run.csv("updates.csv").col("charts/learning_rate");
+    assert!(rates.windows(2).any(|w| w[0] != w[1]), "the adaptive rule never moved the rate: {rates:?}");
+}
+
+/// `ppo_atari_multigpu` through NCCL: one rank forced through the all-reduce (NCCL takes a
+/// communicator of one), and two ranks where two GPUs are visible (it refuses two ranks on one GPU).
+#[test]
+fn multigpu_sums_gradients_with_nccl() {
+    let Some(gpus) = gpus_or_skip("multigpu_sums_gradients_with_nccl") else { return };
+    let bin = env!("CARGO_BIN_EXE_ppo_atari_multigpu");
+    let args = ["--total-timesteps", "1024", "--local-num-envs", "2", "--num-steps", "32"];
+    let run = run_cuda(bin, &args, &[("PPO_FORCE_ALLREDUCE", "1")]);
+    let stdout = String::from_utf8_lossy(&run.output.stdout).to_string();
+    assert!(stdout.contains("gradients all-reduced by NCCL"), "{stdout}");
+    checks(&run.csv("updates.csv"), bin);
+    if gpus < 2 {
+        eprintln!("multigpu_sums_gradients_with_nccl: one GPU: two ranks need two (NCCL refuses two ranks on one)");
+        return;
+    }
+    let work = tempfile::tempdir().expect("temp dir");
+    let output = common::mpirun(work.path(), bin, &["--quiet"], &[&args[..], &["--cuda", "true"]].concat())
+        .output()
+        .expect("mpirun starts");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "{}\n{stdout}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(stdout.matches("gradients all-reduced by NCCL").count(), 2, "{stdout}");
 }
