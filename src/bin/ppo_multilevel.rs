@@ -369,7 +369,6 @@ fn main() {
         envs.reset(Some(start.seed));
     }
     let mut next_done = vec![vec![0f32; num_envs]; n_levels];
-    let mut action_buf = vec![0f32; num_envs * n_actions as usize];
     let mut lr = start.learning_rate.unwrap_or(args.learning_rate);
 
     for iteration in start.iteration + 1..=num_iterations {
@@ -387,87 +386,10 @@ fn main() {
         // each level's first transition paired another grid's observation with this one's state)
         let mut batches = Vec::new();
         for l in 0..n_levels {
-            let (envs, num_steps, next_done) = (&mut level_envs[l], args.level_steps[l], &mut next_done[l]);
-            let mut coarse_envs = l.checked_sub(1).map(|c| &mut sync_envs[c]);
-            // storage: the main samples and the sync samples (on level l−1), same actions and dones
-            let (mut main, mut sync) = (Rollout::new(num_steps, num_envs), Rollout::new(num_steps, num_envs));
-            let mut actions = Vec::new();
-            for step in 0..num_steps {
-                global_step += num_envs as u64;
-                let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
-                main.dones[step].copy_from_slice(next_done);
-                let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
-                action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * n_actions as usize);
-                if let Some(coarse) = coarse_envs.as_deref_mut() {
-                    // Multilevel 3: level l−1 in this level's state, valued and stepped with the same
-                    // action; V~ and log π~ come from a forward pass that samples nothing (the
-                    // reference drew an extra action for V~)
-                    let env_start = Instant::now();
-                    map_envs(coarse, envs, num_envs);
-                    env_seconds += env_start.elapsed().as_secs_f64();
-                    let coarse_obs = Tensor::from_slice(&coarse.obs).view([num_envs as i64, obs_dim]).to_device(device);
-                    let (_, sync_logprob, _, sync_value) =
-                        tch::no_grad(|| agent.get_action_and_value(&coarse_obs, Some(&action)));
-                    let env_start = Instant::now();
-                    coarse.step(Action::Continuous(&action_buf));
-                    env_seconds += env_start.elapsed().as_secs_f64();
-                    sync.rewards[step].copy_from_slice(&coarse.rewards);
-                    sync.dones[step].copy_from_slice(next_done); // Multilevel 4: the fine episode boundaries
-                    sync.obs.push(coarse_obs);
-                    sync.logprobs.push(sync_logprob);
-                    sync.value_ts.push(sync_value.view([-1]));
-                }
-                main.obs.push(next_obs);
-                actions.push(action);
-                main.logprobs.push(logprob);
-                main.value_ts.push(value.view([-1]));
-
-                let env_start = Instant::now();
-                envs.step(Action::Continuous(&action_buf)); // Continuous 5: the unclipped sample is stored
-                env_seconds += env_start.elapsed().as_secs_f64();
-                main.rewards[step].copy_from_slice(&envs.rewards);
-                // termination and truncation both end the episode (ressim has no truncation)
-                for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
-                    *done = (*term || *trunc) as u8 as f32;
-                }
-                if l == n_levels - 1 {
-                    log.episodes(global_step, &envs.finished);
-                }
-            }
-
-            // bootstrap value if not done
-            let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
-            let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
-            main.values_to_host();
-            let advantages = gae(&args, &main, next_done, &next_value);
-            let b_actions = Tensor::cat(&actions, 0);
-            batches.push(Batch::new(
-                format!("l{}", l + 1),
-                (l, batches.len()),
-                1.0,
-                main,
-                advantages,
-                &b_actions,
-                device,
-            ));
-            if let Some(coarse) = coarse_envs {
-                // Multilevel 4: GAE on the sync samples with the fine episode boundaries,
-                // bootstrapped from level l−1 put in the fine state after the last step
-                map_envs(coarse, envs, num_envs);
-                let next_obs = Tensor::from_slice(&coarse.obs).view([num_envs as i64, obs_dim]).to_device(device);
-                let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
-                sync.values_to_host();
-                let advantages = gae(&args, &sync, next_done, &next_value);
-                batches.push(Batch::new(
-                    format!("l{}_sync", l + 1),
-                    (l, batches.len()),
-                    -1.0,
-                    sync,
-                    advantages,
-                    &b_actions,
-                    device,
-                ));
-            }
+            let envs = (&mut level_envs[l], l.checked_sub(1).map(|c| &mut sync_envs[c]));
+            let (next_done, global_step) = (&mut next_done[l], &mut global_step);
+            env_seconds +=
+                collect_level(&args, &agent, device, l, envs, next_done, global_step, &mut log, &mut batches);
         }
         let fine = batches.iter().rposition(|b| b.sign > 0.0).expect("a main batch"); // the finest level's main batch
 
@@ -532,35 +454,9 @@ fn main() {
                         last_kl[batch.index] = approx_kl.shallow_clone();
                     }
 
-                    let mut mb_advantages = mb.advantages[start].shallow_clone();
-                    if args.norm_adv {
-                        // Core 7: per-minibatch advantage normalization (torch's std: unbiased, n - 1, as CleanRL's)
-                        mb_advantages =
-                            (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
-                    }
-
-                    // Core 8: clipped surrogate objective
-                    let pg_loss1 = -&mb_advantages * &ratio;
-                    let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef);
-                    let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
-
-                    let newvalue = newvalue.view([-1]);
-                    let mb_returns = &mb.returns[start];
-                    let v_loss = if args.clip_vloss {
-                        // Core 9: value-function loss clipping
-                        let mb_values = &mb.values[start];
-                        let v_loss_unclipped = (&newvalue - mb_returns).square();
-                        let v_clipped = mb_values + (&newvalue - mb_values).clamp(-clip_coef, clip_coef);
-                        let v_loss_clipped = (v_clipped - mb_returns).square();
-                        0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
-                    } else {
-                        0.5 * (&newvalue - mb_returns).square().mean(Kind::Float)
-                    };
-
-                    // Core 10: one loss with an entropy bonus, one optimizer
-                    let entropy_loss = entropy.mean(Kind::Float);
-                    let loss: Tensor = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
-
+                    // Multilevel 5: each term is the parent's PPO loss (Cores 7-10) on the batch's minibatch
+                    let (loss, pg_loss, v_loss, entropy_loss) =
+                        ppo_loss(&args, (mb, start), &ratio, entropy, newvalue, clip_coef);
                     terms.push(batch.sign * &loss);
                     if batch.index == fine {
                         fine_terms = Some((pg_loss, v_loss, entropy_loss, kl));
@@ -659,6 +555,140 @@ fn main() {
         let model_path = log.save(&vs, &args.run.exp_name);
         log.eval(&evaluate(&model_path, &args, obs_dim, n_actions, device));
     }
+}
+
+/// Multilevel 2-4, collecting one level: `--level-steps` steps of level `l`'s envs from where they
+/// stood (the main samples) and, for l > 0, level l−1's envs put in each fine state and stepped
+/// with the same action (the sync samples); pushes the level's batch and its sync batch. Returns
+/// the seconds the envs took to step.
+#[allow(clippy::too_many_arguments)] // the run's state a level advances, each named
+fn collect_level(
+    args: &Args,
+    agent: &Agent,
+    device: Device,
+    l: usize,
+    (envs, mut coarse_envs): (&mut VecEnv<f32>, Option<&mut VecEnv<f32>>),
+    next_done: &mut [f32],
+    global_step: &mut u64,
+    log: &mut RunLog,
+    batches: &mut Vec<Batch>,
+) -> f64 {
+    let (num_envs, num_steps, n_levels) = (args.num_envs, args.level_steps[l], args.levels.len());
+    let (obs_dim, n_actions) = ((envs.obs.len() / num_envs) as i64, agent.actor_logstd.size()[1]);
+    let mut action_buf = vec![0f32; num_envs * n_actions as usize];
+    let mut env_seconds = 0.0;
+    // storage: the main samples and the sync samples (on level l−1), same actions and dones
+    let (mut main, mut sync) = (Rollout::new(num_steps, num_envs), Rollout::new(num_steps, num_envs));
+    let mut actions = Vec::new();
+    for step in 0..num_steps {
+        *global_step += num_envs as u64;
+        let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
+        main.dones[step].copy_from_slice(next_done);
+        let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
+        action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * n_actions as usize);
+        if let Some(coarse) = coarse_envs.as_deref_mut() {
+            // Multilevel 3: level l−1 in this level's state, valued and stepped with the same
+            // action; V~ and log π~ come from a forward pass that samples nothing (the
+            // reference drew an extra action for V~)
+            let env_start = Instant::now();
+            map_envs(coarse, envs, num_envs);
+            env_seconds += env_start.elapsed().as_secs_f64();
+            let coarse_obs = Tensor::from_slice(&coarse.obs).view([num_envs as i64, obs_dim]).to_device(device);
+            let (_, sync_logprob, _, sync_value) =
+                tch::no_grad(|| agent.get_action_and_value(&coarse_obs, Some(&action)));
+            let env_start = Instant::now();
+            coarse.step(Action::Continuous(&action_buf));
+            env_seconds += env_start.elapsed().as_secs_f64();
+            sync.rewards[step].copy_from_slice(&coarse.rewards);
+            sync.dones[step].copy_from_slice(next_done); // Multilevel 4: the fine episode boundaries
+            sync.obs.push(coarse_obs);
+            sync.logprobs.push(sync_logprob);
+            sync.value_ts.push(sync_value.view([-1]));
+        }
+        main.obs.push(next_obs);
+        actions.push(action);
+        main.logprobs.push(logprob);
+        main.value_ts.push(value.view([-1]));
+
+        let env_start = Instant::now();
+        envs.step(Action::Continuous(&action_buf)); // Continuous 5: the unclipped sample is stored
+        env_seconds += env_start.elapsed().as_secs_f64();
+        main.rewards[step].copy_from_slice(&envs.rewards);
+        // termination and truncation both end the episode (ressim has no truncation)
+        for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
+            *done = (*term || *trunc) as u8 as f32;
+        }
+        if l == n_levels - 1 {
+            log.episodes(*global_step, &envs.finished);
+        }
+    }
+
+    // bootstrap value if not done
+    let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
+    let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
+    main.values_to_host();
+    let advantages = gae(args, &main, next_done, &next_value);
+    let b_actions = Tensor::cat(&actions, 0);
+    batches.push(Batch::new(format!("l{}", l + 1), (l, batches.len()), 1.0, main, advantages, &b_actions, device));
+    if let Some(coarse) = coarse_envs {
+        // Multilevel 4: GAE on the sync samples with the fine episode boundaries,
+        // bootstrapped from level l−1 put in the fine state after the last step
+        map_envs(coarse, envs, num_envs);
+        let next_obs = Tensor::from_slice(&coarse.obs).view([num_envs as i64, obs_dim]).to_device(device);
+        let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
+        sync.values_to_host();
+        let advantages = gae(args, &sync, next_done, &next_value);
+        batches.push(Batch::new(
+            format!("l{}_sync", l + 1),
+            (l, batches.len()),
+            -1.0,
+            sync,
+            advantages,
+            &b_actions,
+            device,
+        ));
+    }
+    env_seconds
+}
+
+/// One batch's PPO loss on its minibatch `start`, as the parent computes it (Cores 7-10), from the
+/// ratios, entropies and values of the shared forward pass; returns (loss, pg_loss, v_loss, entropy_loss).
+fn ppo_loss(
+    args: &Args,
+    (mb, start): (&Minibatches, usize),
+    ratio: &Tensor,
+    entropy: &Tensor,
+    newvalue: &Tensor,
+    clip_coef: f64,
+) -> (Tensor, Tensor, Tensor, Tensor) {
+    let mut mb_advantages = mb.advantages[start].shallow_clone();
+    if args.norm_adv {
+        // Core 7: per-minibatch advantage normalization (torch's std: unbiased, n - 1, as CleanRL's)
+        mb_advantages = (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
+    }
+
+    // Core 8: clipped surrogate objective
+    let pg_loss1 = -&mb_advantages * ratio;
+    let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef);
+    let pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
+
+    let newvalue = newvalue.view([-1]);
+    let mb_returns = &mb.returns[start];
+    let v_loss = if args.clip_vloss {
+        // Core 9: value-function loss clipping
+        let mb_values = &mb.values[start];
+        let v_loss_unclipped = (&newvalue - mb_returns).square();
+        let v_clipped = mb_values + (&newvalue - mb_values).clamp(-clip_coef, clip_coef);
+        let v_loss_clipped = (v_clipped - mb_returns).square();
+        0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
+    } else {
+        0.5 * (&newvalue - mb_returns).square().mean(Kind::Float)
+    };
+
+    // Core 10: one loss with an entropy bonus, one optimizer
+    let entropy_loss = entropy.mean(Kind::Float);
+    let loss: Tensor = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
+    (loss, pg_loss, v_loss, entropy_loss)
 }
 
 /// One level's samples, main or synchronized: a tensor per step on the device, a row per step on the host.
