@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/parity.rs: CleanRL's own PPO scripts, fed our first update's rollout.
+"""Golden data for tests/parity.rs: CleanRL's own PPO scripts, fed our first updates' rollouts.
 
     scripts/setup --dev
     CLEANRL_DIR=/path/to/cleanrl ~/.cache/ppo-details/venv/bin/python scripts/gen_golden_update.py [variant ...]
@@ -8,22 +8,33 @@ CLEANRL_DIR is a checkout of vwxyzjn/cleanrl (the folder holding cleanrl/ and cl
 `git archive` of its main branch), outside this repository; none of its code is copied here.
 
 For each variant (ppo, ppo_continuous, ppo_atari, ppo_lstm) this runs our binary on the CPU with the
-golden configuration and PPO_TRACE (its first update's initial weights, rollout, minibatch order,
-weights after the update and logged values), then CleanRL's unmodified script for that one iteration,
-run with runpy, replacing only what it takes from outside the file:
+golden configuration and PPO_TRACE (its initial weights, then per update the rollout, minibatch order,
+weights after the update and logged values: the first update, or the first three for ppo and
+ppo_atari), then CleanRL's unmodified script for as many iterations, run with runpy, replacing only
+what it takes from outside the file:
   - gym.vector.SyncVectorEnv -> a replay of our rollout (observations as the network saw them,
     rewards, dones; the spaces of our env), so CleanRL's env thunks are never called;
   - Categorical.sample / Normal.sample -> our actions, step by step;
   - np.random.shuffle -> our minibatch order of each epoch (rows; envs for the LSTM);
   - torch.optim.Adam -> the real Adam, after loading our initial weights into CleanRL's agent;
   - SummaryWriter.add_scalar -> recorded.
-It writes tests/golden/parity/<variant>.npz: CleanRL's weights after the update (parameters of more
-than 100,000 values as 16 signed random projections of the change, signs from splitmix64, which
-tests/parity.rs computes the same way), its logged values, and the FNV-1a hash of the trace that fed
-it (so the test knows the golden data is for the rollout it replays).
+It writes tests/golden/parity/<variant>.npz: CleanRL's weights after each update (parameters of more
+than 100,000 values as 16 signed random projections of the change from the initial weights, signs
+from splitmix64, which tests/parity.rs computes the same way), its logged values (update k > 1's
+under `u<k>.`), and the FNV-1a hash of the trace that fed it (so the test knows the golden data is
+for the rollout it replays).
+
+Both sides run with libtorch's (and PyTorch's) math kernels pinned to AVX2, as tests/parity.rs and
+tests/snapshot.rs run ours: the kernels are chosen by processor, and an AVX-512 machine otherwise
+rounds differently, so the trace's bytes and CleanRL's results would depend on the machine.
 """
 import json
 import os
+
+# before numpy and torch load MKL and oneDNN: the kernels tests/parity.rs pins (see the docstring)
+PINNED = {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+os.environ.update(PINNED)
+
 import runpy
 import struct
 import subprocess
@@ -36,9 +47,11 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLEANRL = os.environ.get("CLEANRL_DIR")
 
-# The golden configurations: our flags (CPU, one thread) and CleanRL's, the same run
+# The golden configurations: our flags (CPU, one thread) and CleanRL's, the same run; ppo and
+# ppo_atari run three iterations (Adam's state after a step, the annealed learning rate, the next
+# rollout's bootstrap), the others one
 VARIANTS = {
-    "ppo": ("ppo.py", ["--env-id", "CartPole-v1", "--num-envs", "4", "--num-steps", "32", "--total-timesteps", "128"]),
+    "ppo": ("ppo.py", ["--env-id", "CartPole-v1", "--num-envs", "4", "--num-steps", "32", "--total-timesteps", "384"]),
     "ppo_continuous": (
         "ppo_continuous_action.py",
         ["--env-id", "HalfCheetah-v4", "--num-steps", "64", "--num-minibatches", "4", "--update-epochs", "2",
@@ -47,7 +60,7 @@ VARIANTS = {
     "ppo_atari": (
         "ppo_atari.py",
         ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2",
-         "--update-epochs", "2", "--total-timesteps", "32"],
+         "--update-epochs", "2", "--total-timesteps", "96"],
     ),
     # 128 steps: the rollout holds episode ends (lost lives), where the LSTM's state must be reset
     "ppo_lstm": (
@@ -57,6 +70,7 @@ VARIANTS = {
     ),
 }
 OBS_SHAPE = {"ppo_atari": (4, 84, 84), "ppo_lstm": (1, 84, 84)}
+UPDATES = {"ppo": 3, "ppo_atari": 3}
 PROJECTIONS, EXACT_LIMIT = 16, 100_000
 
 DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "U8": np.uint8}
@@ -97,7 +111,7 @@ def signs(k, n):
 
 def our_trace(variant, flags, workdir):
     path = os.path.join(workdir, f"{variant}.safetensors")
-    env = dict(os.environ, PPO_TRACE=path, OMP_WAIT_POLICY="PASSIVE")
+    env = dict(os.environ, PPO_TRACE=path, PPO_TRACE_UPDATES=str(UPDATES.get(variant, 1)), OMP_WAIT_POLICY="PASSIVE")
     cmd = [os.path.join(REPO, "target/release", variant), "--cuda", "false", "--torch-threads", "1", *flags]
     subprocess.run(cmd, cwd=workdir, env=env, check=True, stdout=subprocess.DEVNULL)
     return read_safetensors(path)
@@ -110,16 +124,27 @@ def cleanrl_update(variant, script, flags, trace):
     from torch.utils.tensorboard import SummaryWriter
 
     num_envs = int(flags[flags.index("--num-envs") + 1]) if "--num-envs" in flags else 1
-    obs = trace["rollout.obs"]
-    steps = obs.shape[0] // num_envs
-    shape = OBS_SHAPE.get(variant, obs.shape[1:])
-    obs = obs.reshape((steps, num_envs) + tuple(shape))
-    next_obs = trace["rollout.next_obs"].reshape((num_envs,) + tuple(shape))
-    rewards = trace["rollout.rewards"].reshape(steps, num_envs)
-    dones = trace["rollout.dones"].reshape(steps, num_envs)
-    next_done = trace["rollout.next_done"].reshape(num_envs)
-    actions = trace["rollout.actions"]
-    actions = actions.reshape((steps, num_envs) + actions.shape[1:])
+    updates = UPDATES.get(variant, 1)
+    prefixes = [""] + [f"u{k}." for k in range(2, updates + 1)]
+    shape = OBS_SHAPE.get(variant, trace["rollout.obs"].shape[1:])
+    # the updates' rollouts one after the other: each begins where the one before ended
+    rollouts = []
+    for p in prefixes:
+        steps = trace[f"{p}rollout.obs"].shape[0] // num_envs
+        actions = trace[f"{p}rollout.actions"]
+        rollouts.append((
+            trace[f"{p}rollout.obs"].reshape((steps, num_envs) + tuple(shape)),
+            trace[f"{p}rollout.rewards"].reshape(steps, num_envs),
+            trace[f"{p}rollout.dones"].reshape(steps, num_envs),
+            actions.reshape((steps, num_envs) + actions.shape[1:]),
+        ))
+    for p, (later, _, later_dones, _) in zip(prefixes, rollouts[1:]):
+        assert np.array_equal(trace[f"{p}rollout.next_obs"].reshape(later[0].shape), later[0]), "rollouts not in a row"
+        assert np.array_equal(trace[f"{p}rollout.next_done"].reshape(num_envs), later_dones[0])
+    obs, rewards, dones, actions = (np.concatenate(parts) for parts in zip(*rollouts))
+    steps = obs.shape[0]
+    next_obs = trace[f"{prefixes[-1]}rollout.next_obs"].reshape((num_envs,) + tuple(shape))
+    next_done = trace[f"{prefixes[-1]}rollout.next_done"].reshape(num_envs)
     continuous = variant == "ppo_continuous"
 
     class Replay:
@@ -150,7 +175,7 @@ def cleanrl_update(variant, script, flags, trace):
 
     step_actions = iter(torch.as_tensor(actions[t]) for t in range(steps))
     orders = [trace[f"order.{e}"] for e in range(sum(1 for k in trace if k.startswith("order.")))]
-    scalars = {}
+    scalars, weights = [], []  # per iteration
     real_adam = torch.optim.Adam
 
     def adam(params, *args, **kwargs):
@@ -166,7 +191,11 @@ def cleanrl_update(variant, script, flags, trace):
         x[:] = orders.pop(0)
 
     def add_scalar(self, tag, value, step=None, *args, **kwargs):
-        scalars[tag] = float(value)
+        if tag == "charts/learning_rate":  # the first value logged after an iteration's update
+            agent = sys._getframe(1).f_globals["agent"]
+            weights.append({k: v.detach().numpy().astype(np.float32).copy() for k, v in agent.state_dict().items()})
+            scalars.append({})
+        scalars[-1][tag] = float(value)
 
     gym.vector.SyncVectorEnv = Replay
     Categorical.sample = lambda self, *a: next(step_actions)
@@ -185,7 +214,8 @@ def cleanrl_update(variant, script, flags, trace):
         os.chdir(cwd)
         torch.optim.Adam = real_adam
     assert not orders, "CleanRL shuffled fewer times than our trace"
-    return {k: v.detach().numpy().astype(np.float32) for k, v in g["agent"].state_dict().items()}, scalars
+    assert len(weights) == updates, f"CleanRL ran {len(weights)} iterations, our trace {updates}"
+    return prefixes, weights, scalars
 
 
 def main():
@@ -199,21 +229,22 @@ def main():
         with tempfile.TemporaryDirectory() as workdir:
             trace = our_trace(variant, flags, workdir)
         # each variant in a fresh process would be cleaner; the patches above are undone per run
-        after, scalars = cleanrl_update(variant, script, flags, trace)
+        prefixes, weights, scalars = cleanrl_update(variant, script, flags, trace)
         # the hash's 64 bits as an int64 (npz readers take signed integers more widely)
         golden = {"trace_fnv1a": np.array([fnv1a(trace)], dtype=np.uint64).view(np.int64)}
-        for name, value in after.items():
-            init = trace[f"init.{name}"].astype(np.float64).ravel()
-            if value.size <= EXACT_LIMIT:
-                golden[f"after.{name}"] = value
-            else:
-                delta = value.astype(np.float64).ravel() - init
-                golden[f"proj.{name}"] = np.array([signs(k, delta.size) @ delta for k in range(PROJECTIONS)])
-        for tag, value in scalars.items():
-            golden[f"scalar.{tag}"] = np.array([value])
+        for p, after, logged in zip(prefixes, weights, scalars):
+            for name, value in after.items():
+                init = trace[f"init.{name}"].astype(np.float64).ravel()
+                if value.size <= EXACT_LIMIT:
+                    golden[f"{p}after.{name}"] = value
+                else:
+                    delta = value.astype(np.float64).ravel() - init
+                    golden[f"{p}proj.{name}"] = np.array([signs(k, delta.size) @ delta for k in range(PROJECTIONS)])
+            for tag, value in logged.items():
+                golden[f"{p}scalar.{tag}"] = np.array([value])
         path = os.path.join(out_dir, f"{variant}.npz")
         np.savez(path, **golden)
-        print(f"{variant}: {path} ({os.path.getsize(path)} bytes), CleanRL logged {sorted(scalars)}")
+        print(f"{variant}: {path} ({os.path.getsize(path)} bytes), {len(weights)} updates, CleanRL logged {sorted(scalars[0])}")
 
 
 if __name__ == "__main__":

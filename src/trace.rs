@@ -1,8 +1,10 @@
 //! A testing aid (tests/parity.rs): with the environment variable PPO_TRACE=FILE, the first update's
 //! inputs and results go to FILE (safetensors): the initial weights (`init.<name>`), the rollout as
 //! the network saw it (`rollout.obs`, `.actions`, `.rewards`, `.dones`, `.next_obs`, `.next_done`),
-//! every epoch's minibatch order (`order.<epoch>`), the weights after the update (`after.<name>`)
-//! and the update's logged values (`scalar.<column>`). Without the variable it does nothing.
+//! every epoch's minibatch order (`order.<epoch>`, counted on over updates), the weights after the
+//! update (`after.<name>`) and the update's logged values (`scalar.<column>`). With
+//! PPO_TRACE_UPDATES=N the first N updates: update k > 1's under `u<k>.` (`u2.rollout.obs`,
+//! `u2.after.<name>`, `u2.scalar.<column>`). Without PPO_TRACE it does nothing.
 
 use crate::fail;
 use tch::{nn, Device, Tensor};
@@ -12,12 +14,16 @@ pub struct Trace {
     path: Option<std::path::PathBuf>,
     tensors: Vec<(String, Tensor)>,
     epochs: usize,
+    /// the updates traced so far, and how many to trace (PPO_TRACE_UPDATES, 1 by default)
+    updates: (usize, usize),
 }
 
 impl Trace {
     /// Starts the trace with the initial weights.
     pub fn start(vs: &nn::VarStore) -> Trace {
-        let mut trace = Trace { path: std::env::var_os("PPO_TRACE").map(Into::into), tensors: Vec::new(), epochs: 0 };
+        let path = std::env::var_os("PPO_TRACE").map(Into::into);
+        let wanted = std::env::var("PPO_TRACE_UPDATES").ok().and_then(|n| n.parse().ok()).unwrap_or(1);
+        let mut trace = Trace { path, tensors: Vec::new(), epochs: 0, updates: (0, wanted) };
         trace.weights("init", vs);
         trace
     }
@@ -38,7 +44,8 @@ impl Trace {
         }
     }
 
-    /// Writes the file at the end of the first update (later calls do nothing). Fails with exit code 1.
+    /// Records the update and writes the file (again) at the end of each traced update; after the
+    /// last one, later calls do nothing. Fails with exit code 1.
     pub fn finish(
         &mut self,
         vs: &nn::VarStore,
@@ -47,16 +54,22 @@ impl Trace {
         [rewards, dones]: [&[Vec<f32>]; 2],
         next_done: &[f32],
     ) {
-        self.weights("after", vs);
-        let Some(path) = self.path.take() else { return };
+        let Some(path) = self.path.clone() else { return };
+        self.updates.0 += 1;
+        let prefix = if self.updates.0 == 1 { String::new() } else { format!("u{}.", self.updates.0) };
+        self.weights(&format!("{prefix}after"), vs);
         let host = |rows: &[Vec<f32>]| Tensor::from_slice(&rows.concat());
         let rollout = [("obs", obs.to_device(Device::Cpu)), ("actions", actions.to_device(Device::Cpu))];
         let rollout = rollout.into_iter().chain([("rewards", host(rewards)), ("dones", host(dones))]);
         let rollout =
             rollout.chain([("next_obs", next_obs.to_device(Device::Cpu)), ("next_done", host(&[next_done.to_vec()]))]);
-        self.tensors.extend(rollout.map(|(name, t)| (format!("rollout.{name}"), t.contiguous())));
-        self.tensors.extend(row.iter().map(|(name, v)| (format!("scalar.{name}"), Tensor::from_slice(&[v.value()]))));
+        self.tensors.extend(rollout.map(|(name, t)| (format!("{prefix}rollout.{name}"), t.contiguous())));
+        let scalars = row.iter().map(|(name, v)| (format!("{prefix}scalar.{name}"), Tensor::from_slice(&[v.value()])));
+        self.tensors.extend(scalars);
         let written = Tensor::write_safetensors(&self.tensors, &path);
         written.unwrap_or_else(|e| fail(1, format!("cannot write the trace {}: {e}", path.display())));
+        if self.updates.0 >= self.updates.1 {
+            self.path = None;
+        }
     }
 }
