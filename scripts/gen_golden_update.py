@@ -2,10 +2,18 @@
 """Golden data for tests/parity.rs: CleanRL's own PPO scripts, fed our first updates' rollouts.
 
     scripts/setup --dev
-    CLEANRL_DIR=/path/to/cleanrl ~/.cache/ppo-details/venv/bin/python scripts/gen_golden_update.py [variant ...]
+    CLEANRL_DIR=/path/to/cleanrl BLOG_DIR=/path/to/ppo-implementation-details \
+        ~/.cache/ppo-details/venv/bin/python scripts/gen_golden_update.py [variant ...]
 
 CLEANRL_DIR is a checkout of vwxyzjn/cleanrl (the folder holding cleanrl/ and cleanrl_utils/, e.g. a
-`git archive` of its main branch), outside this repository; none of its code is copied here.
+`git archive` of its main branch); BLOG_DIR one of vwxyzjn/ppo-implementation-details (the blog's
+repository, holding ppo_multidiscrete_mask.py), for ppo_multidiscrete_mask. Both outside this
+repository; none of their code is copied here.
+
+The masking variant is compared with the blog's ppo_multidiscrete_mask.py, whose imports (gym 0.2x
+and gym_microrts, neither installable here) are stood in for by what the replay needs: `gym` is
+gymnasium with the replay as its SyncVectorEnv, `gym_microrts` an empty module; the replay hands
+the script each env's action mask (`envs.envs[i].action_mask`) and steps in gym 0.2x's four-tuple.
 
 For each variant (ppo, ppo_continuous, ppo_atari, ppo_lstm) this runs our binary on the CPU with the
 golden configuration and PPO_TRACE (its initial weights, then per update the rollout, minibatch order,
@@ -46,6 +54,7 @@ import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLEANRL = os.environ.get("CLEANRL_DIR")
+BLOG = os.environ.get("BLOG_DIR")
 
 # The golden configurations: our flags (CPU, one thread) and CleanRL's, the same run; ppo and
 # ppo_atari run three iterations (Adam's state after a step, the annealed learning rate, the next
@@ -62,6 +71,12 @@ VARIANTS = {
         ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2",
          "--update-epochs", "2", "--total-timesteps", "96"],
     ),
+    # the blog's script (BLOG_DIR) on MicroRTS's 10x10 mining map: 8 action components, 229 mask entries
+    "ppo_multidiscrete_mask": (
+        "ppo_multidiscrete_mask.py",
+        ["--env-id", "MicrortsMining-v1", "--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2",
+         "--update-epochs", "2", "--total-timesteps", "32"],
+    ),
     # 128 steps: the rollout holds episode ends (lost lives), where the LSTM's state must be reset
     "ppo_lstm": (
         "ppo_atari_lstm.py",
@@ -69,11 +84,12 @@ VARIANTS = {
          "--update-epochs", "2", "--total-timesteps", "256"],
     ),
 }
-OBS_SHAPE = {"ppo_atari": (4, 84, 84), "ppo_lstm": (1, 84, 84)}
+OBS_SHAPE = {"ppo_atari": (4, 84, 84), "ppo_lstm": (1, 84, 84), "ppo_multidiscrete_mask": (10, 10, 27)}
+MICRORTS_NVEC = [100, 6, 4, 4, 4, 4, 7, 100]
 UPDATES = {"ppo": 3, "ppo_atari": 3}
 PROJECTIONS, EXACT_LIMIT = 16, 100_000
 
-DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "U8": np.uint8}
+DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "U8": np.uint8, "BOOL": np.bool_}
 
 
 def read_safetensors(path):
@@ -142,6 +158,9 @@ def cleanrl_update(variant, script, flags, trace):
         assert np.array_equal(trace[f"{p}rollout.next_obs"].reshape(later[0].shape), later[0]), "rollouts not in a row"
         assert np.array_equal(trace[f"{p}rollout.next_done"].reshape(num_envs), later_dones[0])
     obs, rewards, dones, actions = (np.concatenate(parts) for parts in zip(*rollouts))
+    blog = variant == "ppo_multidiscrete_mask"
+    if blog:
+        masks = np.concatenate([trace[f"{p}rollout.masks"].reshape(r[0].shape[:2] + (-1,)) for p, r in zip(prefixes, rollouts)])
     steps = obs.shape[0]
     next_obs = trace[f"{prefixes[-1]}rollout.next_obs"].reshape((num_envs,) + tuple(shape))
     next_done = trace[f"{prefixes[-1]}rollout.next_done"].reshape(num_envs)
@@ -173,7 +192,38 @@ def cleanrl_update(variant, script, flags, trace):
         def close(self):
             pass
 
-    step_actions = iter(torch.as_tensor(actions[t]) for t in range(steps))
+    class BlogReplay(Replay):
+        """The same rollout as the blog's gym 0.2x vector env: reset gives the observations, step a
+        four-tuple, and each env (`envs.envs[i]`) its current action mask."""
+
+        def __init__(self, env_fns, **_):
+            super().__init__(env_fns)
+            self.single_observation_space = gym.spaces.Box(0.0, 1.0, tuple(shape), np.float32)
+            self.single_action_space = gym.spaces.MultiDiscrete(MICRORTS_NVEC)
+            replay = self
+
+            class Env:
+                def __init__(self, i):
+                    self.i = i
+
+                @property
+                def action_mask(self):
+                    return masks[replay.t, self.i].astype(np.float32)
+
+            self.envs = [Env(i) for i in range(num_envs)]
+
+        def reset(self, seed=None, options=None):
+            return obs[0]
+
+        def step(self, action):
+            nxt, reward, done, _, _ = super().step(action)
+            return nxt, reward, done, [{} for _ in range(num_envs)]
+
+    if blog:
+        # one draw per action component and step, in the script's order
+        step_actions = iter(torch.as_tensor(actions[t][:, j]) for t in range(steps) for j in range(actions.shape[2]))
+    else:
+        step_actions = iter(torch.as_tensor(actions[t]) for t in range(steps))
     orders = [trace[f"order.{e}"] for e in range(sum(1 for k in trace if k.startswith("order.")))]
     scalars, weights = [], []  # per iteration
     real_adam = torch.optim.Adam
@@ -197,34 +247,47 @@ def cleanrl_update(variant, script, flags, trace):
             scalars.append({})
         scalars[-1][tag] = float(value)
 
-    gym.vector.SyncVectorEnv = Replay
+    real_sync, real_sample, real_shuffle = gym.vector.SyncVectorEnv, Categorical.sample, np.random.shuffle
+    gym.vector.SyncVectorEnv = BlogReplay if blog else Replay
     Categorical.sample = lambda self, *a: next(step_actions)
     Normal.sample = lambda self, *a: next(step_actions)
     np.random.shuffle = shuffle
     torch.optim.Adam = adam
     SummaryWriter.add_scalar = add_scalar
-    sys.path.insert(0, CLEANRL)
-    sys.argv = [script, "--no-cuda", *flags]
+    if blog:
+        import types
+
+        sys.modules["gym"], sys.modules["gym_microrts"] = gym, types.ModuleType("gym_microrts")
+        flags = [("--gym-id" if f == "--env-id" else f) for f in flags]
+        sys.argv, path = [script, "--cuda", "false", *flags], os.path.join(BLOG, script)
+    else:
+        sys.path.insert(0, CLEANRL)
+        sys.argv, path = [script, "--no-cuda", *flags], os.path.join(CLEANRL, "cleanrl", script)
     workdir = tempfile.mkdtemp()
     cwd = os.getcwd()
     os.chdir(workdir)
     try:
-        g = runpy.run_path(os.path.join(CLEANRL, "cleanrl", script), run_name="__main__")
+        runpy.run_path(path, run_name="__main__")
     finally:
         os.chdir(cwd)
         torch.optim.Adam = real_adam
+        gym.vector.SyncVectorEnv, Categorical.sample, np.random.shuffle = real_sync, real_sample, real_shuffle
     assert not orders, "CleanRL shuffled fewer times than our trace"
+    assert next(step_actions, None) is None, "CleanRL sampled fewer actions than our rollout holds"
     assert len(weights) == updates, f"CleanRL ran {len(weights)} iterations, our trace {updates}"
     return prefixes, weights, scalars
 
 
 def main():
-    if not CLEANRL:
+    variants = sys.argv[1:] or list(VARIANTS)
+    if not CLEANRL and any(v != "ppo_multidiscrete_mask" for v in variants):
         sys.exit("gen_golden_update: set CLEANRL_DIR to a checkout of vwxyzjn/cleanrl")
+    if not BLOG and "ppo_multidiscrete_mask" in variants:
+        sys.exit("gen_golden_update: set BLOG_DIR to a checkout of vwxyzjn/ppo-implementation-details")
     torch.set_num_threads(1)
     out_dir = os.path.join(REPO, "tests", "golden", "parity")
     os.makedirs(out_dir, exist_ok=True)
-    for variant in sys.argv[1:] or list(VARIANTS):
+    for variant in variants:
         script, flags = VARIANTS[variant]
         with tempfile.TemporaryDirectory() as workdir:
             trace = our_trace(variant, flags, workdir)

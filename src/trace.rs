@@ -44,6 +44,15 @@ impl Trace {
         }
     }
 
+    /// A tensor of this update's rollout beyond those `finish` takes (`rollout.<name>`: a variant's
+    /// own, e.g. the action masks).
+    pub fn rollout(&mut self, name: &str, t: &Tensor) {
+        if self.path.is_some() {
+            let prefix = if self.updates.0 == 0 { String::new() } else { format!("u{}.", self.updates.0 + 1) };
+            self.tensors.push((format!("{prefix}rollout.{name}"), t.to_device(Device::Cpu).contiguous()));
+        }
+    }
+
     /// Records the update and writes the file (again) at the end of each traced update; after the
     /// last one, later calls do nothing. Fails with exit code 1.
     pub fn finish(

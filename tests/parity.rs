@@ -1,22 +1,24 @@
-//! Same updates as CleanRL's own code. Each of ppo, ppo_continuous, ppo_atari and ppo_lstm runs its
-//! first updates (three for ppo and ppo_atari, one for the others) with PPO_TRACE (the golden
-//! configuration below, on the CPU, the math kernels pinned); CleanRL's unmodified `ppo.py`,
-//! `ppo_continuous_action.py`, `ppo_atari.py` and `ppo_atari_lstm.py`, fed that trace's rollouts,
-//! actions, minibatch orders and initial weights (`scripts/gen_golden_update.py`), left their
-//! weights after each update and their logged values in `tests/golden/parity/<variant>.npz`. Ours
-//! must land on the same weights and log the same values.
+//! Same updates as CleanRL's own code. Each of ppo, ppo_continuous, ppo_atari, ppo_lstm and
+//! ppo_multidiscrete_mask runs its first updates (three for ppo and ppo_atari, one for the others)
+//! with PPO_TRACE (the golden configuration below, on the CPU, the math kernels pinned); CleanRL's
+//! unmodified `ppo.py`, `ppo_continuous_action.py`, `ppo_atari.py` and `ppo_atari_lstm.py`, and the
+//! blog's `ppo_multidiscrete_mask.py`, fed that trace's rollouts, actions, minibatch orders and
+//! initial weights (`scripts/gen_golden_update.py`), left their weights after each update and their
+//! logged values in `tests/golden/parity/<variant>.npz`. Ours must land on the same weights and log
+//! the same values.
 //!
 //! Tolerances, from float32 arithmetic: the two sides compute the same sums in other orders (MKL's
 //! blocking, our flat-vector gradient norm against torch's per-tensor norms), about 1e-7 relative
 //! per operation, and Adam divides each step by sqrt(v), which magnifies relative differences in
 //! small gradient components over 8 to 48 steps. Measured (2026-11-25): the weight change differs
 //! by at most 6.2e-5 of its norm in any parameter and update (ppo 5.5e-6, ppo_continuous 2.2e-6,
-//! ppo_atari 7.8e-6, ppo_lstm 6.2e-5), the logged values by at most 1.9e-4 relative (a policy loss
-//! near 0). The test allows 5e-4 per parameter (8x the worst) and, for a logged value, 1e-3
-//! relative plus 1e-7 absolute. One detail broken on purpose moves a parameter's change by 25 to
-//! 13,000 times the tolerance (value clipping off 2.4e-1, advantages normalized with the biased std
+//! ppo_atari 7.8e-6, ppo_lstm 6.2e-5, ppo_multidiscrete_mask 1.8e-5), the logged values by at most
+//! 1.9e-4 relative (a policy loss near 0). The test allows 5e-4 per parameter (8x the worst) and,
+//! for a logged value, 1e-3 relative plus 1e-7 absolute. One detail broken on purpose moves a
+//! parameter's change by 25 to 13,000 times the tolerance (value clipping off 2.4e-1, advantages normalized with the biased std
 //! 1.25e-2, Adam's epsilon 1e-8 6.5, the LSTM state not reset where an episode ended 2.1e-1, the
-//! learning rate not annealed 8.6e-1 by the third update; docs/tests.md).
+//! learning rate not annealed 8.6e-1 by the third update, a component's mask or the -1e8 left out
+//! of the masking update 3.8; docs/tests.md).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -66,6 +68,23 @@ const VARIANTS: &[(&str, &str, &[&str])] = &[
             "256",
         ],
     ),
+    ("ppo_multidiscrete_mask", env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"), MASK),
+];
+
+/// The masking variant's configuration (the blog's ppo_multidiscrete_mask.py on MicroRTS).
+const MASK: &[&str] = &[
+    "--env-id",
+    "MicrortsMining-v1",
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "16",
+    "--num-minibatches",
+    "2",
+    "--update-epochs",
+    "2",
+    "--total-timesteps",
+    "32",
 ];
 
 const ATARI: &[&str] = &[
@@ -262,4 +281,9 @@ fn ppo_atari_lands_on_cleanrls_weights() {
 #[test]
 fn ppo_lstm_lands_on_cleanrls_weights() {
     assert_parity(3);
+}
+
+#[test]
+fn ppo_multidiscrete_mask_lands_on_the_blogs_weights() {
+    assert_parity(4);
 }

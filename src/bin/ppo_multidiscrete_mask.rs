@@ -445,6 +445,7 @@ fn main() {
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
             ("debug/invalid_actions", OnHost(invalid_actions as f64)),
         ];
+        trace.rollout("masks", &b_masks); // PPO_TRACE: for tests/parity.rs, as the rollout
         trace.finish(&vs, &row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         log.update(&row, &loss, envs.take_step_seconds(), learning_start);
         log.checkpoint(&optimizer, &[]);
