@@ -8,17 +8,17 @@
 //! the same values.
 //!
 //! Tolerances, from float32 arithmetic: the two sides compute the same sums in other orders (MKL's
-//! blocking, our flat-vector gradient norm against torch's per-tensor norms), about 1e-7 relative
-//! per operation, and Adam divides each step by sqrt(v), which magnifies relative differences in
-//! small gradient components over 8 to 48 steps. Measured (2026-11-25): the weight change differs
-//! by at most 6.2e-5 of its norm in any parameter and update (ppo 5.5e-6, ppo_continuous 2.2e-6,
-//! ppo_atari 7.8e-6, ppo_lstm 6.2e-5, ppo_multidiscrete_mask 1.8e-5), the logged values by at most
-//! 1.9e-4 relative (a policy loss near 0). The test allows 5e-4 per parameter (8x the worst) and,
-//! for a logged value, 1e-3 relative plus 1e-7 absolute. One detail broken on purpose moves a
-//! parameter's change by 25 to 13,000 times the tolerance (value clipping off 2.4e-1, advantages normalized with the biased std
-//! 1.25e-2, Adam's epsilon 1e-8 6.5, the LSTM state not reset where an episode ended 2.1e-1, the
-//! learning rate not annealed 8.6e-1 by the third update, a component's mask or the -1e8 left out
-//! of the masking update 3.8; docs/tests.md).
+//! blocking, our flat-vector gradient norm against torch's per-tensor norms), about 1e-7 relative per
+//! operation, and Adam divides each step by sqrt(v), which magnifies relative differences in small
+//! gradient components over 8 to 48 steps. Measured (2026-11-25): the weight change differs by at most
+//! 6.2e-5 of its norm in any parameter and update (ppo 5.5e-6, ppo_continuous 2.2e-6, ppo_atari 7.8e-6,
+//! ppo_lstm 6.2e-5, ppo_multidiscrete_mask 1.8e-5), the logged values by at most 1.9e-4 relative (a
+//! policy loss near 0). The test allows 5e-4 per parameter (8x the worst) and, for a logged value, 1e-3
+//! relative plus 1e-7 absolute. One detail broken on purpose moves a parameter's change by 25 to 13,000
+//! times the tolerance (value clipping off 2.4e-1, advantages normalized with the biased std 1.25e-2,
+//! Adam's epsilon 1e-8 6.5, the LSTM state not reset where an episode ended 2.1e-1, the learning rate
+//! not annealed 8.6e-1 by the third update, a component's mask or the -1e8 left out of the masking
+//! update 3.8; docs/tests.md).
 
 use std::collections::BTreeMap;
 use std::path::Path;
