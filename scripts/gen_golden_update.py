@@ -17,9 +17,8 @@ the script each env's action mask (`envs.envs[i].action_mask`) and steps in gym 
 
 For each variant (ppo, ppo_continuous, ppo_atari, ppo_lstm) this runs our binary on the CPU with the
 golden configuration and PPO_TRACE (its initial weights, then per update the rollout, minibatch order,
-weights after the update and logged values: the first update, or the first three for ppo and
-ppo_atari), then CleanRL's unmodified script for as many iterations, run with runpy, replacing only
-what it takes from outside the file:
+weights after the update and logged values, for the first three updates), then CleanRL's unmodified
+script for as many iterations, run with runpy, replacing only what it takes from outside the file:
   - gym.vector.SyncVectorEnv -> a replay of our rollout (observations as the network saw them,
     rewards, dones; the spaces of our env), so CleanRL's env thunks are never called;
   - Categorical.sample / Normal.sample -> our actions, step by step;
@@ -56,15 +55,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLEANRL = os.environ.get("CLEANRL_DIR")
 BLOG = os.environ.get("BLOG_DIR")
 
-# The golden configurations: our flags (CPU, one thread) and CleanRL's, the same run; ppo and
-# ppo_atari run three iterations (Adam's state after a step, the annealed learning rate, the next
-# rollout's bootstrap), the others one
+# The golden configurations: our flags (CPU, one thread) and CleanRL's, the same run, three
+# iterations each (Adam's state after a step, the annealed learning rate, the next rollout's
+# bootstrap, an LSTM's state carried over)
 VARIANTS = {
     "ppo": ("ppo.py", ["--env-id", "CartPole-v1", "--num-envs", "4", "--num-steps", "32", "--total-timesteps", "384"]),
     "ppo_continuous": (
         "ppo_continuous_action.py",
         ["--env-id", "HalfCheetah-v4", "--num-steps", "64", "--num-minibatches", "4", "--update-epochs", "2",
-         "--total-timesteps", "64"],
+         "--total-timesteps", "192"],
     ),
     "ppo_atari": (
         "ppo_atari.py",
@@ -75,18 +74,18 @@ VARIANTS = {
     "ppo_multidiscrete_mask": (
         "ppo_multidiscrete_mask.py",
         ["--env-id", "MicrortsMining-v1", "--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2",
-         "--update-epochs", "2", "--total-timesteps", "32"],
+         "--update-epochs", "2", "--total-timesteps", "96"],
     ),
     # 128 steps: the rollout holds episode ends (lost lives), where the LSTM's state must be reset
     "ppo_lstm": (
         "ppo_atari_lstm.py",
         ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "2", "--num-steps", "128", "--num-minibatches", "2",
-         "--update-epochs", "2", "--total-timesteps", "256"],
+         "--update-epochs", "2", "--total-timesteps", "768"],
     ),
 }
 OBS_SHAPE = {"ppo_atari": (4, 84, 84), "ppo_lstm": (1, 84, 84), "ppo_multidiscrete_mask": (10, 10, 27)}
 MICRORTS_NVEC = [100, 6, 4, 4, 4, 4, 7, 100]
-UPDATES = {"ppo": 3, "ppo_atari": 3}
+UPDATES = {"ppo": 3, "ppo_atari": 3, "ppo_continuous": 3, "ppo_lstm": 3, "ppo_multidiscrete_mask": 3}
 PROJECTIONS, EXACT_LIMIT = 16, 100_000
 
 DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "U8": np.uint8, "BOOL": np.bool_}

@@ -1,24 +1,24 @@
 //! Same updates as CleanRL's own code. Each of ppo, ppo_continuous, ppo_atari, ppo_lstm and
-//! ppo_multidiscrete_mask runs its first updates (three for ppo and ppo_atari, one for the others)
-//! with PPO_TRACE (the golden configuration below, on the CPU, the math kernels pinned); CleanRL's
-//! unmodified `ppo.py`, `ppo_continuous_action.py`, `ppo_atari.py` and `ppo_atari_lstm.py`, and the
-//! blog's `ppo_multidiscrete_mask.py`, fed that trace's rollouts, actions, minibatch orders and
-//! initial weights (`scripts/gen_golden_update.py`), left their weights after each update and their
-//! logged values in `tests/golden/parity/<variant>.npz`. Ours must land on the same weights and log
-//! the same values.
+//! ppo_multidiscrete_mask runs its first three updates with PPO_TRACE (the golden configuration below,
+//! on the CPU, the math kernels pinned); CleanRL's unmodified `ppo.py`, `ppo_continuous_action.py`,
+//! `ppo_atari.py` and `ppo_atari_lstm.py`, and the blog's `ppo_multidiscrete_mask.py`, fed that trace's
+//! rollouts, actions, minibatch orders and initial weights (`scripts/gen_golden_update.py`), left their
+//! weights after each update and their logged values in `tests/golden/parity/<variant>.npz`. Ours must
+//! land on the same weights and log the same values.
 //!
 //! Tolerances, from float32 arithmetic: the two sides compute the same sums in other orders (MKL's
 //! blocking, our flat-vector gradient norm against torch's per-tensor norms), about 1e-7 relative per
 //! operation, and Adam divides each step by sqrt(v), which magnifies relative differences in small
-//! gradient components over 8 to 48 steps. Measured (2026-11-25): the weight change differs by at most
-//! 6.2e-5 of its norm in any parameter and update (ppo 5.5e-6, ppo_continuous 2.2e-6, ppo_atari 7.8e-6,
-//! ppo_lstm 6.2e-5, ppo_multidiscrete_mask 1.8e-5), the logged values by at most 1.9e-4 relative (a
-//! policy loss near 0). The test allows 5e-4 per parameter (8x the worst) and, for a logged value, 1e-3
-//! relative plus 1e-7 absolute. One detail broken on purpose moves a parameter's change by 25 to 13,000
-//! times the tolerance (value clipping off 2.4e-1, advantages normalized with the biased std 1.25e-2,
-//! Adam's epsilon 1e-8 6.5, the LSTM state not reset where an episode ended 2.1e-1, the learning rate
-//! not annealed 8.6e-1 by the third update, a component's mask or the -1e8 left out of the masking
-//! update 3.8; docs/tests.md).
+//! gradient components over 8 to 48 steps. Measured (2026-11-25), over three updates each: the weight
+//! change differs by at most 6.2e-5 of its norm in any parameter and update (ppo 5.5e-6, ppo_continuous
+//! 2.2e-6, ppo_atari 7.8e-6, ppo_lstm 6.2e-5, ppo_multidiscrete_mask 1.8e-5); the logged values by at
+//! most 1.9e-4 relative, or, for a policy loss near 0 (a mean of terms of order 1 that cancel to 1e-4,
+//! whose rounding is absolute), 1.5e-7 absolute. The test allows 5e-4 per parameter (8x the worst) and,
+//! for a logged value, 1e-3 relative plus 1e-6 absolute. One detail broken on purpose moves a
+//! parameter's change by 25 to 13,000 times the tolerance (value clipping off 2.4e-1, advantages
+//! normalized with the biased std 1.25e-2, Adam's epsilon 1e-8 6.5, the LSTM state not reset where an
+//! episode ended 2.1e-1, the learning rate not annealed 8.6e-1 by the third update, a component's mask
+//! or the -1e8 left out of the masking update 3.8; docs/tests.md).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -45,7 +45,7 @@ const VARIANTS: &[(&str, &str, &[&str])] = &[
             "--update-epochs",
             "2",
             "--total-timesteps",
-            "64",
+            "192",
         ],
     ),
     ("ppo_atari", env!("CARGO_BIN_EXE_ppo_atari"), ATARI),
@@ -65,7 +65,7 @@ const VARIANTS: &[(&str, &str, &[&str])] = &[
             "--update-epochs",
             "2",
             "--total-timesteps",
-            "256",
+            "768",
         ],
     ),
     ("ppo_multidiscrete_mask", env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"), MASK),
@@ -84,7 +84,7 @@ const MASK: &[&str] = &[
     "--update-epochs",
     "2",
     "--total-timesteps",
-    "32",
+    "96",
 ];
 
 const ATARI: &[&str] = &[
@@ -102,14 +102,10 @@ const ATARI: &[&str] = &[
     "96",
 ];
 
-/// The updates traced and compared: three for ppo and ppo_atari (Adam's state after a step, the
-/// annealed learning rate, the next rollout's bootstrap), the first for the others.
-fn updates(variant: &str) -> usize {
-    if ["ppo", "ppo_atari"].contains(&variant) {
-        3
-    } else {
-        1
-    }
+/// The updates traced and compared, for every variant: three (Adam's state after a step, the
+/// annealed learning rate, the next rollout's bootstrap, an LSTM's state carried over).
+fn updates(_variant: &str) -> usize {
+    3
 }
 
 /// libtorch's math kernels pinned to AVX2, as in tests/snapshot.rs (and scripts/gen_golden_update.py
@@ -250,14 +246,14 @@ fn assert_parity(index: usize) {
     let worst = weights.iter().max_by(|a, b| a.1.total_cmp(&b.1)).expect("parameters");
     eprintln!("{variant}: largest relative difference of a parameter's change: {:.2e} ({})", worst.1, worst.0);
     assert!(worst.1 <= 5e-4, "{variant}: {}'s change differs from CleanRL's by {:.2e} of its norm", worst.0, worst.1);
-    let worst =
-        scalars.iter().map(|(tag, o, t)| (tag, (o - t).abs() / (t.abs() + 1e-4))).max_by(|a, b| a.1.total_cmp(&b.1));
-    if let Some((tag, d)) = worst {
-        eprintln!("{variant}: largest difference of a logged value: {d:.2e} relative ({tag})");
+    let share = |o: f64, t: f64| (o - t).abs() / (1e-3 * t.abs() + 1e-6); // of the tolerance below
+    let worst = scalars.iter().map(|(tag, o, t)| (tag, share(*o, *t), o, t)).max_by(|a, b| a.1.total_cmp(&b.1));
+    if let Some((tag, d, o, t)) = worst {
+        eprintln!("{variant}: largest difference of a logged value: {d:.2} of its tolerance ({tag}: {o} vs {t})");
     }
     for (tag, ours, theirs) in &scalars {
         assert!(
-            (ours - theirs).abs() <= 1e-3 * theirs.abs() + 1e-7,
+            (ours - theirs).abs() <= 1e-3 * theirs.abs() + 1e-6,
             "{variant}: {tag} is {ours}, CleanRL logged {theirs}"
         );
     }
