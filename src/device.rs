@@ -153,6 +153,24 @@ pub fn gpu_line(index: usize) -> String {
     format!("cuda:{index} ({})", describe(&driver, index))
 }
 
+/// The GPU of rank `local_rank` of this machine in a data-parallel run: `device_ids[local_rank]`
+/// (`--device-ids`), or by default local_rank modulo the GPUs' number; with its device line. A GPU
+/// the list cannot give is one line, exit code 2.
+pub fn rank_gpu(local_rank: usize, device_ids: &[usize]) -> (Device, String) {
+    let count = tch::Cuda::device_count() as usize;
+    let index = match device_ids {
+        [] => local_rank % count,
+        ids => match ids.get(local_rank) {
+            Some(&i) if i < count => i,
+            Some(&i) => crate::fail(2, format!("--device-ids names GPU {i}, but this machine has {count}")),
+            None => {
+                crate::fail(2, format!("--device-ids names no GPU for local rank {local_rank} ({} given)", ids.len()))
+            }
+        },
+    };
+    (Device::Cuda(index), gpu_line(index))
+}
+
 /// GPU `index` for the device line: its name, compute capability and the driver's CUDA.
 pub fn describe(driver: &Driver, index: usize) -> String {
     let (major, minor) = driver.cuda;

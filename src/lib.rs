@@ -10,7 +10,8 @@
 //! - [`flags`]: value parsers, the range in which each numeric flag can work.
 //! - [`device`]: the device `--cuda` gets, and why, in words (the NVIDIA driver asked through
 //!   cudarc); `--torch-deterministic` in libtorch's global context.
-//! - [`nccl`]: a data-parallel run's gradient all-reduce between GPUs.
+//! - [`nccl`]: a data-parallel run's gradient all-reduce between GPUs (or through MPI).
+//! - [`ranks`]: a data-parallel run's other collectives over MPI (reductions, broadcast, episodes, sync check).
 //! - Here: [`fail`], [`to_host`], [`play`] (the evaluation loop of `--save-model`), [`var`]
 //!   (numpy's), [`categorical_sample`] (torch.distributions'), [`all_cores`], [`experiment!`].
 
@@ -19,6 +20,7 @@ pub mod flags;
 mod lock;
 pub mod nccl;
 pub mod optim;
+pub mod ranks;
 pub mod run;
 pub mod trace;
 
@@ -98,19 +100,26 @@ pub fn var(xs: impl Iterator<Item = f64> + Clone) -> f64 {
     xs.map(|x| (x - mean).powi(2)).sum::<f64>() / n
 }
 
-/// `impl Experiment for $args` for an `Args` with the fields `run` (the flattened [`RunArgs`]) and
-/// `env_id`, in the binary that calls it (its name is `env!("CARGO_BIN_NAME")` there). The defaults
-/// of `--torch-threads` and `--env-threads`: one each, or with `all_cores` every core for both, or
-/// the pair given.
+/// `impl Experiment for $args` for an `Args` with the fields `run` (the flattened [`RunArgs`]),
+/// `env_id` and those of [`flags::Rollout`], in the binary that calls it (its name is
+/// `env!("CARGO_BIN_NAME")` there). The defaults of `--torch-threads` and `--env-threads`: one each,
+/// or with `all_cores` every core for both. `Experiment::check` runs the binary's own `check = f`
+/// (`fn(&Args) -> Result<(), String>`), if given, then `Rollout::check`.
 #[macro_export]
 macro_rules! experiment {
     ($args:ty) => {
-        $crate::experiment!($args, (1, 1));
+        $crate::experiment!($args, (1, 1), |_: &$args| Ok::<(), String>(()));
     };
     ($args:ty, all_cores) => {
-        $crate::experiment!($args, ($crate::all_cores(), $crate::all_cores()));
+        $crate::experiment!($args, ($crate::all_cores(), $crate::all_cores()), |_: &$args| Ok::<(), String>(()));
     };
-    ($args:ty, $threads:expr) => {
+    ($args:ty, check = $check:expr) => {
+        $crate::experiment!($args, (1, 1), $check);
+    };
+    ($args:ty, all_cores, check = $check:expr) => {
+        $crate::experiment!($args, ($crate::all_cores(), $crate::all_cores()), $check);
+    };
+    ($args:ty, $threads:expr, $check:expr) => {
         impl $crate::Experiment for $args {
             const NAME: &'static str = env!("CARGO_BIN_NAME");
             fn run(&self) -> &$crate::RunArgs {
@@ -121,6 +130,12 @@ macro_rules! experiment {
             }
             fn threads() -> (usize, usize) {
                 $threads
+            }
+            fn check(&self) -> Result<(), String> {
+                ($check)(self)?;
+                let (num_envs, num_steps, num_minibatches) = (self.num_envs, self.num_steps, self.num_minibatches);
+                let (total_timesteps, norm_adv) = (self.total_timesteps, self.norm_adv);
+                $crate::flags::Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv }.check()
             }
         }
     };

@@ -36,6 +36,28 @@ pub fn all_reduce(world: &SimpleCommunicator, device: Device) -> Result<(AllRedu
     })
 }
 
+impl AllReduce {
+    /// `t` (a flat gradient) summed over the ranks and divided by their number, in place, as CleanRL's
+    /// `dist.all_reduce(grad)` then `grad /= world_size`: with NCCL on the GPUs themselves; with MPI
+    /// through host memory otherwise (the trip there and back). Every rank calls it. Fails with exit code 1.
+    pub fn mean(&self, world: &SimpleCommunicator, t: &Tensor) {
+        match self {
+            AllReduce::Skip => {}
+            AllReduce::Nccl(nccl) => {
+                nccl.all_reduce_sum(t).unwrap_or_else(|e| crate::fail(1, e));
+                let _ = tch::no_grad(|| t.shallow_clone().g_div_scalar_(world.size() as f64));
+            }
+            AllReduce::Mpi => {
+                let local = crate::to_host(t);
+                let mut sum = vec![0f32; local.len()];
+                world.all_reduce_into(&local[..], &mut sum[..], mpi::collective::SystemOperation::sum());
+                let mean = Tensor::from_slice(&sum) / world.size() as f64;
+                tch::no_grad(|| t.shallow_clone().copy_(&mean.view(t.size().as_slice()).to_device(t.device())));
+            }
+        }
+    }
+}
+
 /// NCCL's version, `2.28.3`, when the library loads here (it needs no GPU for that).
 pub fn version() -> Option<String> {
     // SAFETY: only tries to load the library

@@ -28,6 +28,11 @@ pub trait Experiment: clap::Parser + serde::Serialize + serde::de::DeserializeOw
     fn threads() -> (usize, usize) {
         (1, 1)
     }
+    /// The combinations of flags that cannot work (each flag's own range is its value parser's), checked
+    /// by [`parse_args`], on `--resume`'s arguments too: bad input, one line, exit code 2.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The experiment's flags, the same in every binary (each `Args` flattens them in).
@@ -674,6 +679,7 @@ pub fn parse_args<A: Experiment>() -> A {
     if args.run().resume.is_none() {
         run_dir_can_be_made(&args).unwrap_or_else(|e| fail(2, e));
     }
+    args.check().unwrap_or_else(|e| fail(2, e));
     tch::set_num_threads(args.run().torch_threads as i32);
     args
 }

@@ -1,29 +1,20 @@
 //! # ppo_atari_multigpu: PPO on Atari over many processes, a diff of `ppo_atari.rs`
 //!
-//! CleanRL's `ppo_atari_multigpu.py` over MPI: `ppo_atari.rs` plus Aux 2, the parallelized gradient
-//! update (`// Aux 2: ...`). Each process (rank) steps its own envs on its own GPU or CPU; after every
-//! backward pass the ranks average their gradients, so all take the same Adam step from the same weights.
-//!
-//! Run: `mpirun -np 2 target/release/ppo_atari_multigpu --env-id BreakoutNoFrameskip-v4 --seed 1`
-//! (started without `mpirun` it is one process, and then it is `ppo_atari` exactly). Rank 0 alone
-//! writes `runs/<run-name>/`, with every rank's episodes (docs/runs.md).
-//!
-//! What is not PPO comes from the package's library, as CleanRL's comes from torch and tyro:
-//! the optimizer's mechanics, the run directory and its logs, checkpoints, flags (`src/lib.rs`).
+//! CleanRL's `ppo_atari_multigpu.py` over MPI: `ppo_atari.rs` plus Aux 2, the parallelized gradient update
+//! (`// Aux 2: ...`). Each process (rank) steps its own envs on its own GPU or CPU; after every backward pass the ranks
+//! average their gradients, so all take the same Adam step from the same weights.
+//! Run: `mpirun -np 2 target/release/ppo_atari_multigpu --env-id BreakoutNoFrameskip-v4 --seed 1` (without `mpirun`:
+//! one rank, and then it is `ppo_atari` exactly). Rank 0 alone writes `runs/<run-name>/`, with every rank's episodes.
+//! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
 use clap::Parser;
 use envs::atari::*; // the Atari env and its wrappers
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use mpi::collective::SystemOperation;
-use mpi::datatype::PartitionMut;
-use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
-use ppo_details::nccl::AllReduce;
-use ppo_details::Logged::{OnDevice, OnHost}; // a logged value, on the host or on the device
-use ppo_details::{
-    fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
-};
+use ppo_details::ranks::*; // MPI's collectives over the ranks, as torch.distributed's
+use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
+use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use std::time::Instant;
 use tch::{nn, nn::Module, Device, Kind, Tensor};
 
@@ -223,7 +214,7 @@ fn main() {
     let batch_size = num_envs * num_steps; // this rank's; minibatches are cut from it
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / (batch_size * world_size);
-    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, unix_time());
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, ppo_details::unix_time());
     let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
     let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| rank == 0 && i == 0));
     let env_fns: Vec<_> = (0..num_envs).map(|i| make(i).unwrap_or_else(|e| fail(2, e))).collect();
@@ -233,7 +224,7 @@ fn main() {
     ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
     let local_rank = world.split_shared(rank as i32).rank() as usize; // the rank among this machine's
     let (device, device_name) = match pick_device(args.run.cuda) {
-        (Device::Cuda(_), _) => rank_gpu(local_rank, &args.device_ids),
+        (Device::Cuda(_), _) => ppo_details::device::rank_gpu(local_rank, &args.device_ids),
         cpu => cpu,
     };
     // Aux 2: how the ranks sum their gradients: NCCL when each is on a GPU of its own, MPI otherwise
@@ -249,12 +240,11 @@ fn main() {
             fail(2, format!("{}: {o} observations, {a} actions; ppo_atari needs 4x84x84 and Discrete", args.env_id))
         }
     };
-    let vs = nn::VarStore::new(device);
+    let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), n_actions);
     // Core 3: Adam with epsilon 1e-5
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first update, for tests/parity.rs
-                                       // Aux 2: every rank starts from rank 0's weights
+    // Aux 2: every rank starts from rank 0's weights
     broadcast_from_rank_0(&world, &optimizer.flat);
     // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
     let start = Start::new(&args, num_iterations, &mut optimizer, &[]);
@@ -268,9 +258,9 @@ fn main() {
     let total_steps = (num_iterations * batch_size * world_size) as u64;
     let mut log =
         (rank == 0).then(|| RunLog::create(&run_name, &args, &device_name, total_steps, &start).with_ranks(world_size));
+    let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
-    // storage: obs, actions, logprobs and values on the device, a tensor per step, joined into the
-    // batch after the rollout; rewards and dones on the host, where the envs write them and GAE reads them
+    // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
     let per_step = || (0..num_steps).map(|_| Tensor::new()).collect::<Vec<_>>();
     let (mut obs, mut actions, mut logprobs, mut values) = (per_step(), per_step(), per_step(), per_step());
     let mut rewards = vec![vec![0f32; num_envs]; num_steps];
@@ -320,26 +310,24 @@ fn main() {
         let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
         let b_values = Tensor::cat(&values, 0).view([-1]); // row step * num_envs + env
-        let b_values_host = to_host(&b_values);
-        let values_host: Vec<&[f32]> = b_values_host.chunks(num_envs).collect();
+        let values_host = to_host(&b_values);
         // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
-        let mut advantages = vec![vec![0f32; num_envs]; num_steps];
+        let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
         for t in (0..num_steps).rev() {
             for e in 0..num_envs {
                 let (nextnonterminal, nextvalues) = if t == num_steps - 1 {
                     (1.0 - next_done[e], next_value[e])
                 } else {
-                    (1.0 - dones[t + 1][e], values_host[t + 1][e])
+                    (1.0 - dones[t + 1][e], values_host[(t + 1) * num_envs + e])
                 };
-                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t][e];
+                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t * num_envs + e];
                 lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
-                advantages[t][e] = lastgaelam[e];
+                advantages[t * num_envs + e] = lastgaelam[e];
             }
         }
-        let advantages = advantages.concat();
-        let returns: Vec<f32> = advantages.iter().zip(&b_values_host).map(|(a, v)| a + v).collect();
+        let returns: Vec<f32> = advantages.iter().zip(&values_host).map(|(a, v)| a + v).collect();
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
         let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
@@ -348,12 +336,11 @@ fn main() {
         let b_returns = Tensor::from_slice(&returns).to_device(device);
 
         // Optimizing the policy and value network
-        let learning_start = Instant::now();
+        let learning_start = std::time::Instant::now();
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
-        let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev, mut first_mb_clipfrac] =
-            [(); 4].map(|()| Tensor::new());
-        let mut ratios = Vec::new();
+        let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev] = [(); 3].map(|()| Tensor::new());
+        let mut clipfracs = Vec::new();
         let mut allreduce_seconds = 0.0;
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (the batch is
@@ -370,15 +357,13 @@ fn main() {
                 let logratio = &newlogprob - &logprobs_mbs[mb];
                 let ratio = logratio.exp();
 
-                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html) and the ratios,
-                // for the clip fraction of the whole update
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped fraction
                 old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
                 approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                ratios.push(ratio.detach());
+                clipfracs.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).mean(Kind::Float)));
                 if epoch == 0 && mb == 0 {
                     // the policy has not moved yet: the ratio is exactly 1 and nothing clipped (the tests check)
                     first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
-                    first_mb_clipfrac = clipfrac(&ratios, clip_coef);
                 }
 
                 let mut mb_advantages = advantages_mbs[mb].shallow_clone();
@@ -414,7 +399,7 @@ fn main() {
                 loss.backward();
                 // Aux 2: the gradients averaged over the ranks: every rank takes the same step
                 let allreduce_start = Instant::now();
-                all_reduce_mean(&world, &grad_all_reduce, &optimizer.grad);
+                grad_all_reduce.mean(&world, &optimizer.grad);
                 allreduce_seconds += allreduce_start.elapsed().as_secs_f64();
                 // Core 11: global gradient-norm clipping
                 grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
@@ -422,22 +407,19 @@ fn main() {
             }
             // Aux 3: early stopping once the KL of the last minibatch passes the target (Aux 2: the KL
             // averaged over the ranks, so that all ranks stop at the same epoch)
-            if let Some(target_kl) = args.target_kl {
-                let kl_sum = all_reduce(&world, &[approx_kl.double_value(&[])], SystemOperation::sum());
-                if kl_sum[0] / world_size as f64 > target_kl {
-                    break;
-                }
+            if args.target_kl.is_some_and(|target_kl| mean_of_ranks(&world, approx_kl.double_value(&[])) > target_kl) {
+                break;
             }
         }
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
         let var_y = var(returns.iter().map(|&y| y as f64));
-        let residuals = returns.iter().zip(&b_values_host).map(|(&y, &v)| (y - v) as f64);
+        let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
 
         // Core 12: CleanRL's metrics by its names, then our debug and timing columns
         // Aux 2: the ratio and KL checks hold on every rank: the largest over the ranks are logged
-        let checks = ppo_details::read_host(&[&first_mb_max_ratio_dev, &first_mb_clipfrac, &approx_kl]); // one read
+        let checks = ppo_details::read_host(&[&first_mb_max_ratio_dev, &clipfracs[0], &approx_kl]); // one read
         let worst = all_reduce(&world, &checks, SystemOperation::max());
         let episodes = gather_episodes(&world, &finished);
         let in_sync = weights_in_sync(&world, &optimizer.flat);
@@ -457,7 +439,7 @@ fn main() {
             ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
             ("losses/approx_kl", OnDevice(&approx_kl)),
-            ("losses/clipfrac", OnDevice(&clipfrac(&ratios, clip_coef))),
+            ("losses/clipfrac", OnDevice(&Tensor::stack(&clipfracs, 0).mean(Kind::Float))),
             ("losses/explained_variance", OnHost(explained_var)),
             ("debug/first_mb_max_ratio_dev", OnHost(worst[0])),
             ("debug/first_mb_clipfrac", OnHost(worst[1])),
@@ -478,108 +460,15 @@ fn main() {
     }
 
     if let (true, Some(log)) = (args.run.save_model, &log) {
+        // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
         let model_path = log.save(&vs, &args.run.exp_name);
-        log.eval(&evaluate(&model_path, &args, obs_dim, n_actions, device));
+        vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
+        let mut action = [0i64];
+        log.eval(&play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
+            let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
+            let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
+            a.to_device(Device::Cpu).copy_data(&mut action, 1);
+            env.step(Action::Discrete(&action));
+        }));
     }
-}
-
-/// The fraction of the update's ratios that the surrogate clipped, |ratio - 1| > clip_coef (the
-/// mean over minibatches of their fractions: all minibatches have the same size).
-fn clipfrac(ratios: &[Tensor], clip_coef: f64) -> Tensor {
-    (Tensor::cat(ratios, 0) - 1.0).abs().gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float)
-}
-
-/// Loads the saved weights into a fresh agent and plays 10 episodes with sampled actions.
-fn evaluate(path: &std::path::Path, args: &Args, obs_dim: i64, n_actions: i64, device: Device) -> Vec<f64> {
-    let mut vs = nn::VarStore::new(device);
-    let agent = Agent::new(&vs.root(), n_actions);
-    vs.load(path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", path.display())));
-    let mut action = [0i64];
-    play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
-        let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-        let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
-        a.to_device(Device::Cpu).copy_data(&mut action, 1);
-        env.step(Action::Discrete(&action));
-    })
-}
-
-/// Aux 2: rank `local_rank` of this machine takes `--device-ids[local_rank]`, or by default GPU
-/// local_rank modulo their number.
-fn rank_gpu(local_rank: usize, device_ids: &[usize]) -> (Device, String) {
-    let count = tch::Cuda::device_count() as usize;
-    let index = match device_ids {
-        [] => local_rank % count,
-        ids => match ids.get(local_rank) {
-            Some(&i) if i < count => i,
-            Some(&i) => fail(2, format!("--device-ids names GPU {i}, but this machine has {count}")),
-            None => fail(2, format!("--device-ids names no GPU for local rank {local_rank} ({} given)", ids.len())),
-        },
-    };
-    (Device::Cuda(index), ppo_details::device::gpu_line(index))
-}
-
-/// Aux 2: `t` (the flat gradient) summed over the ranks and divided by their number, in place: with
-/// NCCL on the GPUs themselves; with MPI through host memory otherwise (the trip there and back).
-fn all_reduce_mean(world: &SimpleCommunicator, all_reduce: &AllReduce, t: &Tensor) {
-    match all_reduce {
-        AllReduce::Skip => {}
-        AllReduce::Nccl(nccl) => {
-            nccl.all_reduce_sum(t).unwrap_or_else(|e| fail(1, e));
-            let _ = tch::no_grad(|| t.shallow_clone().g_div_scalar_(world.size() as f64));
-        }
-        AllReduce::Mpi => {
-            let local = to_host(t);
-            let mut sum = vec![0f32; local.len()];
-            world.all_reduce_into(&local[..], &mut sum[..], SystemOperation::sum());
-            let mean = Tensor::from_slice(&sum) / world.size() as f64;
-            tch::no_grad(|| t.shallow_clone().copy_(&mean.view(t.size().as_slice()).to_device(t.device())));
-        }
-    }
-}
-
-/// Aux 2: a few numbers reduced over the ranks by `op` (sum, max), the result on every rank.
-fn all_reduce(world: &SimpleCommunicator, values: &[f64], op: SystemOperation) -> Vec<f64> {
-    let mut reduced = vec![0f64; values.len()];
-    world.all_reduce_into(values, &mut reduced[..], op);
-    reduced
-}
-
-/// Aux 2: rank 0's `t` (the flat weights) copied to every rank.
-fn broadcast_from_rank_0(world: &SimpleCommunicator, t: &Tensor) {
-    let mut host = to_host(t);
-    world.process_at_rank(0).broadcast_into(&mut host[..]);
-    tch::no_grad(|| {
-        t.shallow_clone().copy_(&Tensor::from_slice(&host).view(t.size().as_slice()).to_device(t.device()))
-    });
-}
-
-/// Aux 2: every rank's finished episodes (global step, return, length) on rank 0, in rank order,
-/// each with its rank; the other ranks get none.
-fn gather_episodes(world: &SimpleCommunicator, mine: &[(u64, f64, u64)]) -> Vec<(usize, u64, f64, u64)> {
-    let flat: Vec<f64> = mine.iter().flat_map(|&(step, r, l)| [step as f64, r, l as f64]).collect();
-    let mut counts = vec![0i32; world.size() as usize];
-    world.all_gather_into(&(flat.len() as i32), &mut counts[..]);
-    let root = world.process_at_rank(0);
-    if world.rank() != 0 {
-        root.gather_varcount_into(&flat[..]);
-        return Vec::new();
-    }
-    let displs: Vec<i32> = counts.iter().scan(0, |next, &c| Some(std::mem::replace(next, *next + c))).collect();
-    let mut all = vec![0f64; counts.iter().sum::<i32>() as usize];
-    root.gather_varcount_into_root(&flat[..], &mut PartitionMut::new(&mut all[..], &counts[..], &displs[..]));
-    let rank_of = |row: usize| displs.iter().rposition(|&d| d as usize <= 3 * row).unwrap_or(0);
-    all.chunks(3).enumerate().map(|(row, e)| (rank_of(row), e[0] as u64, e[1], e[2] as u64)).collect()
-}
-
-/// Aux 2: baselines' check_synced: a hash of each rank's weights, bit for bit; they agree when the
-/// smallest hash over the ranks equals the largest.
-fn weights_in_sync(world: &SimpleCommunicator, flat: &Tensor) -> bool {
-    // FNV-1a over the weights' bits
-    let hash = to_host(flat)
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, w| (h ^ w.to_bits() as u64).wrapping_mul(0x100_0000_01b3));
-    let (mut min, mut max) = (0u64, 0u64);
-    world.all_reduce_into(&hash, &mut min, SystemOperation::min());
-    world.all_reduce_into(&hash, &mut max, SystemOperation::max());
-    min == max
 }

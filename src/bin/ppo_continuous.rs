@@ -1,23 +1,15 @@
 //! # ppo_continuous: PPO for continuous actions (MuJoCo), a diff of `ppo.rs`
 //!
-//! CleanRL's `ppo_continuous_action.py`: `ppo.rs` plus the 9 continuous-action details, tagged
-//! `// Continuous N: ...`. Beyond the reference: the observation statistics are saved with the
-//! model for its evaluation (cleanrl#425); `--bootstrap-truncation` (off by default; cleanrl#198).
-//!
-//! Run: `cargo run --release --bin ppo_continuous -- --env-id HalfCheetah-v4 --seed 1`
-//! Writes `runs/<run-name>/`: arguments, CleanRL's metrics, checkpoints, the model (docs/runs.md).
-//!
-//! What is not PPO comes from the package's library, as CleanRL's comes from torch and tyro:
-//! the optimizer's mechanics, the run directory and its logs, checkpoints, flags (`src/lib.rs`).
+//! CleanRL's `ppo_continuous_action.py`: `ppo.rs` plus the 9 continuous-action details (`// Continuous N: ...`).
+//! Beyond the reference: the observation statistics are saved with the model for its evaluation (cleanrl#425);
+//! `--bootstrap-truncation` (off by default; cleanrl#198); `--adaptive-lr` (`// Extra 1`).
+//! Run: `cargo run --release --bin ppo_continuous -- --env-id HalfCheetah-v4 --seed 1`; writes `runs/<run-name>/`.
+//! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
-use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
-use ppo_details::Logged::{OnDevice, OnHost}; // a logged value, on the host or on the device
-use ppo_details::{
-    fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
-};
-use std::time::Instant;
+use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
+use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use tch::{nn, nn::Module, Device, Kind, Tensor};
 
 #[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
@@ -96,24 +88,14 @@ struct Args {
     bootstrap_truncation: bool,
 }
 
-// what the library needs to know of Args: this binary's name, where the flags it reads are
-ppo_details::experiment!(Args);
+// what the library needs of Args: the binary's name, the flags it reads and checks
+ppo_details::experiment!(Args, check = check_args);
 
-/// The combinations of flags that cannot run (each flag's own range is checked by clap).
+/// Extra 1's flag combination, beside the batch's that the library checks.
 fn check_args(a: &Args) -> Result<(), String> {
-    let batch_size = a.num_envs * a.num_steps;
-    if !batch_size.is_multiple_of(a.num_minibatches) {
-        let n = a.num_minibatches;
-        Err(format!("--num-envs x --num-steps ({batch_size}) must be divisible by --num-minibatches ({n})"))
-    } else if a.total_timesteps < batch_size as u64 {
-        let total = a.total_timesteps;
-        Err(format!("--total-timesteps ({total}) is below one batch (--num-envs x --num-steps = {batch_size})"))
-    } else if a.adaptive_lr && std::env::args().any(|f| f == "--anneal-lr" || f.starts_with("--anneal-lr=")) {
-        Err("--adaptive-lr sets the learning rate itself: give it without --anneal-lr".into())
-    } else if a.norm_adv && batch_size / a.num_minibatches < 2 {
-        Err("--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); lower --num-minibatches".into())
-    } else {
-        Ok(())
+    match a.adaptive_lr && std::env::args().any(|f| f == "--anneal-lr" || f.starts_with("--anneal-lr=")) {
+        true => Err("--adaptive-lr sets the learning rate itself: give it without --anneal-lr".into()),
+        false => Ok(()),
     }
 }
 
@@ -203,14 +185,13 @@ impl Agent {
 }
 
 fn main() {
+    // bad input (a flag out of range, flags that cannot work together): one line, exit code 2, nothing written
     let args: Args = parse_args();
-    // bad input: one line naming the problem, exit code 2, nothing written
-    check_args(&args).unwrap_or_else(|e| fail(2, e));
     let (num_envs, num_steps) = (args.num_envs, args.num_steps);
     let batch_size = num_envs * num_steps;
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
-    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, unix_time());
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, ppo_details::unix_time());
     let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
     let make = |i: usize| make_env(&args.env_id, args.gamma, None, video_dir.clone().filter(|_| i == 0));
     let env_fns: Result<Vec<_>, _> = (0..args.num_envs).map(make).collect();
@@ -230,18 +211,16 @@ fn main() {
         }
         (o, a) => fail(2, format!("{}: {o} observations, {a} actions; ppo_continuous needs 1-D Boxes", args.env_id)),
     };
-    let vs = nn::VarStore::new(device);
+    let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
     // Core 3: Adam with epsilon 1e-5
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // PPO_TRACE=FILE: the first update, for tests/parity.rs
-    let mut trace = Trace::start(&vs);
     // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
     let start = Start::new(&args, num_iterations, &mut optimizer, stats.as_flattened());
     let mut log = RunLog::create(&run_name, &args, &device_name, (num_iterations * batch_size) as u64, &start);
+    let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
-    // storage: obs, actions, logprobs and values on the device, a tensor per step, joined into the
-    // batch after the rollout; rewards and dones on the host, where the envs write them and GAE reads them
+    // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
     let per_step = || (0..num_steps).map(|_| Tensor::new()).collect::<Vec<_>>();
     let (mut obs, mut actions, mut logprobs, mut values) = (per_step(), per_step(), per_step(), per_step());
     let mut mus = per_step(); // Extra 1: the rollout's action means
@@ -311,26 +290,24 @@ fn main() {
         let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
         let b_values = Tensor::cat(&values, 0).view([-1]); // row step * num_envs + env
-        let b_values_host = to_host(&b_values);
-        let values_host: Vec<&[f32]> = b_values_host.chunks(num_envs).collect();
+        let values_host = to_host(&b_values);
         // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
-        let mut advantages = vec![vec![0f32; num_envs]; num_steps];
+        let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
         for t in (0..num_steps).rev() {
             for e in 0..num_envs {
                 let (nextnonterminal, nextvalues) = if t == num_steps - 1 {
                     (1.0 - next_done[e], next_value[e])
                 } else {
-                    (1.0 - dones[t + 1][e], values_host[t + 1][e])
+                    (1.0 - dones[t + 1][e], values_host[(t + 1) * num_envs + e])
                 };
-                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t][e];
+                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t * num_envs + e];
                 lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
-                advantages[t][e] = lastgaelam[e];
+                advantages[t * num_envs + e] = lastgaelam[e];
             }
         }
-        let advantages = advantages.concat();
-        let returns: Vec<f32> = advantages.iter().zip(&b_values_host).map(|(a, v)| a + v).collect();
+        let returns: Vec<f32> = advantages.iter().zip(&values_host).map(|(a, v)| a + v).collect();
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
         let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
@@ -340,12 +317,11 @@ fn main() {
         let b_returns = Tensor::from_slice(&returns).to_device(device);
 
         // Optimizing the policy and value network
-        let learning_start = Instant::now();
+        let learning_start = std::time::Instant::now();
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
-        let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev, mut first_mb_clipfrac] =
-            [(); 4].map(|()| Tensor::new());
-        let mut ratios = Vec::new();
+        let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev] = [(); 3].map(|()| Tensor::new());
+        let mut clipfracs = Vec::new();
         let mut adaptive_kl = f64::NAN; // Extra 1: the last KL the rule saw
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (the batch is
@@ -362,15 +338,13 @@ fn main() {
                 let logratio = &newlogprob - &logprobs_mbs[mb];
                 let ratio = logratio.exp();
 
-                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html) and the ratios,
-                // for the clip fraction of the whole update
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped fraction
                 old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
                 approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                ratios.push(ratio.detach());
+                clipfracs.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).mean(Kind::Float)));
                 if epoch == 0 && mb == 0 {
                     // the policy has not moved yet: the ratio is exactly 1 and nothing clipped (the tests check)
                     first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
-                    first_mb_clipfrac = clipfrac(&ratios, clip_coef);
                 }
 
                 let mut mb_advantages = advantages_mbs[mb].shallow_clone();
@@ -423,7 +397,7 @@ fn main() {
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
         let var_y = var(returns.iter().map(|&y| y as f64));
-        let residuals = returns.iter().zip(&b_values_host).map(|(&y, &v)| (y - v) as f64);
+        let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
 
         // Core 12: CleanRL's metrics by its names, then our debug and timing columns
@@ -437,10 +411,10 @@ fn main() {
             ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
             ("losses/approx_kl", OnDevice(&approx_kl)),
-            ("losses/clipfrac", OnDevice(&clipfrac(&ratios, clip_coef))),
+            ("losses/clipfrac", OnDevice(&Tensor::stack(&clipfracs, 0).mean(Kind::Float))),
             ("losses/explained_variance", OnHost(explained_var)),
             ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb_max_ratio_dev)),
-            ("debug/first_mb_clipfrac", OnDevice(&first_mb_clipfrac)),
+            ("debug/first_mb_clipfrac", OnDevice(&clipfracs[0])),
             ("debug/adaptive_kl", OnHost(adaptive_kl)),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
         ];
@@ -453,8 +427,23 @@ fn main() {
         let rms = stats[0][0].lock().clone(); // env 0's observation statistics go into the model file
         let rms = Tensor::from_slice(&[rms.mean, rms.var, vec![rms.count]].concat());
         tch::no_grad(|| agent.obs_rms.shallow_clone().copy_(&rms));
+        // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions,
+        // the observations normalized with the statistics in that file
         let model_path = log.save(&vs, &args.run.exp_name);
-        log.eval(&evaluate(&model_path, &args, obs_dim, n_actions, device));
+        vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
+        let (v, d) = (
+            Vec::<f64>::try_from(agent.obs_rms.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e)),
+            obs_dim as usize,
+        );
+        let rms = envs::RunningMeanStd { mean: v[..d].to_vec(), var: v[d..2 * d].to_vec(), count: v[2 * d] };
+        let env = make_env(&args.env_id, args.gamma, Some(rms), None).unwrap_or_else(|e| fail(1, e)).0;
+        let mut action = vec![0f32; n_actions as usize];
+        log.eval(&play(env, args.run.seed, |env| {
+            let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
+            let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
+            a.to_device(Device::Cpu).copy_data(&mut action, n_actions as usize);
+            env.step(Action::Continuous(&action));
+        }));
     }
 }
 
@@ -476,29 +465,6 @@ fn adapt_lr(lr: f64, kl: f64, desired_kl: f64) -> f64 {
     } else {
         lr
     }
-}
-
-/// The fraction of the update's ratios that the surrogate clipped, |ratio - 1| > clip_coef (the
-/// mean over minibatches of their fractions: all minibatches have the same size).
-fn clipfrac(ratios: &[Tensor], clip_coef: f64) -> Tensor {
-    (Tensor::cat(ratios, 0) - 1.0).abs().gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float)
-}
-
-/// Loads the saved weights into a fresh agent and plays 10 episodes with sampled actions.
-fn evaluate(path: &std::path::Path, args: &Args, obs_dim: i64, n_actions: i64, device: Device) -> Vec<f64> {
-    let mut vs = nn::VarStore::new(device);
-    let agent = Agent::new(&vs.root(), obs_dim, n_actions);
-    vs.load(path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", path.display())));
-    let (v, d) =
-        (Vec::<f64>::try_from(agent.obs_rms.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e)), obs_dim as usize);
-    let rms = envs::RunningMeanStd { mean: v[..d].to_vec(), var: v[d..2 * d].to_vec(), count: v[2 * d] };
-    let mut action = vec![0f32; n_actions as usize];
-    play(make_env(&args.env_id, args.gamma, Some(rms), None).unwrap_or_else(|e| fail(1, e)).0, args.run.seed, |env| {
-        let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-        let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
-        a.to_device(Device::Cpu).copy_data(&mut action, n_actions as usize);
-        env.step(Action::Continuous(&action));
-    })
 }
 
 #[cfg(test)]

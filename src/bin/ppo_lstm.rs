@@ -1,24 +1,16 @@
 //! # ppo_lstm: PPO with an LSTM policy on Atari games, a diff of `ppo_atari.rs`
 //!
-//! CleanRL's `ppo_atari_lstm.py`: `ppo_atari.rs` with one frame instead of four and an LSTM
-//! after the trunk, its 5 details tagged `// LSTM N: ...`; a 1-D observation (the velocity-masked
-//! CartPoleNoVel-v1) gets a small MLP encoder instead of the CNN, to check the memory on a CPU.
-//!
-//! Run: `cargo run --release --bin ppo_lstm -- --env-id BreakoutNoFrameskip-v4 --seed 1`
-//! Writes `runs/<run-name>/`: arguments, CleanRL's metrics, checkpoints, the model (docs/runs.md).
-//!
-//! What is not PPO comes from the package's library, as CleanRL's comes from torch and tyro:
-//! the optimizer's mechanics, the run directory and its logs, checkpoints, flags (`src/lib.rs`).
+//! CleanRL's `ppo_atari_lstm.py`: `ppo_atari.rs` with one frame instead of four and an LSTM after the trunk, its 5
+//! details tagged `// LSTM N: ...`; a 1-D observation (the velocity-masked CartPoleNoVel-v1) gets a small MLP encoder
+//! instead of the CNN, to check the memory on a CPU.
+//! Run: `cargo run --release --bin ppo_lstm -- --env-id BreakoutNoFrameskip-v4 --seed 1`; writes `runs/<run-name>/`.
+//! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
 use clap::Parser;
 use envs::atari::*; // the Atari env and its wrappers
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
-use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
-use ppo_details::Logged::{OnDevice, OnHost}; // a logged value, on the host or on the device
-use ppo_details::{
-    fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
-};
-use std::time::Instant;
+use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
+use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use tch::nn::{LSTMState, RNN};
 use tch::{nn, nn::Module, Device, Kind, Tensor};
 
@@ -89,22 +81,17 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-// what the library needs to know of Args: this binary's name, where the flags it reads are
-ppo_details::experiment!(Args, all_cores); // --torch-threads, --env-threads: every core (the CNN, the envs)
+// what the library needs of Args: the binary's name, the flags it reads and checks
+ppo_details::experiment!(Args, all_cores, check = check_args); // --torch-threads, --env-threads: every core
 
-/// The combinations of flags that cannot run (each flag's own range is checked by clap).
+/// LSTM's flag combination, beside the batch's that the library checks: minibatches of whole envs.
 fn check_args(a: &Args) -> Result<(), String> {
-    let batch_size = a.num_envs * a.num_steps;
-    if !a.num_envs.is_multiple_of(a.num_minibatches) {
-        let (envs, n) = (a.num_envs, a.num_minibatches);
-        Err(format!("--num-envs ({envs}) must be divisible by --num-minibatches ({n}): minibatches are whole envs"))
-    } else if a.total_timesteps < batch_size as u64 {
-        let total = a.total_timesteps;
-        Err(format!("--total-timesteps ({total}) is below one batch (--num-envs x --num-steps = {batch_size})"))
-    } else if a.norm_adv && batch_size / a.num_minibatches < 2 {
-        Err("--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); lower --num-minibatches".into())
-    } else {
-        Ok(())
+    let (envs, n) = (a.num_envs, a.num_minibatches);
+    match envs.is_multiple_of(n) {
+        true => Ok(()),
+        false => {
+            Err(format!("--num-envs ({envs}) must be divisible by --num-minibatches ({n}): minibatches are whole envs"))
+        }
     }
 }
 
@@ -233,14 +220,13 @@ impl Agent {
 }
 
 fn main() {
+    // bad input (a flag out of range, flags that cannot work together): one line, exit code 2, nothing written
     let args: Args = parse_args();
-    // bad input: one line naming the problem, exit code 2, nothing written
-    check_args(&args).unwrap_or_else(|e| fail(2, e));
     let (num_envs, num_steps) = (args.num_envs, args.num_steps);
     let batch_size = num_envs * num_steps;
     let envsperbatch = num_envs / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
-    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, unix_time());
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, ppo_details::unix_time());
     let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
     let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| i == 0));
     let env_fns: Vec<_> = (0..args.num_envs).map(|i| make(i).unwrap_or_else(|e| fail(2, e))).collect();
@@ -261,18 +247,16 @@ fn main() {
             fail(2, format!("{}: {o} observations, {a} actions; ppo_lstm needs 1x84x84 or 1-D, Discrete", args.env_id))
         }
     };
-    let vs = nn::VarStore::new(device);
+    let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
     // Core 3: Adam with epsilon 1e-5
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // PPO_TRACE=FILE: the first update, for tests/parity.rs
-    let mut trace = Trace::start(&vs);
     // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
     let start = Start::new(&args, num_iterations, &mut optimizer, &[]);
     let mut log = RunLog::create(&run_name, &args, &device_name, (num_iterations * batch_size) as u64, &start);
+    let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
-    // storage: obs, actions, logprobs and values on the device, a tensor per step, joined into the
-    // batch after the rollout; rewards and dones on the host, where the envs write them and GAE reads them
+    // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
     let per_step = || (0..num_steps).map(|_| Tensor::new()).collect::<Vec<_>>();
     let (mut obs, mut actions, mut logprobs, mut values) = (per_step(), per_step(), per_step(), per_step());
     let mut rewards = vec![vec![0f32; num_envs]; num_steps];
@@ -332,26 +316,24 @@ fn main() {
         let next_value =
             to_host(&tch::no_grad(|| agent.get_value(&next_obs, &next_lstm_state, &next_done_t, &[false])));
         let b_values = Tensor::cat(&values, 0).view([-1]); // row step * num_envs + env
-        let b_values_host = to_host(&b_values);
-        let values_host: Vec<&[f32]> = b_values_host.chunks(num_envs).collect();
+        let values_host = to_host(&b_values);
         // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
-        let mut advantages = vec![vec![0f32; num_envs]; num_steps];
+        let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
         for t in (0..num_steps).rev() {
             for e in 0..num_envs {
                 let (nextnonterminal, nextvalues) = if t == num_steps - 1 {
                     (1.0 - next_done[e], next_value[e])
                 } else {
-                    (1.0 - dones[t + 1][e], values_host[t + 1][e])
+                    (1.0 - dones[t + 1][e], values_host[(t + 1) * num_envs + e])
                 };
-                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t][e];
+                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t * num_envs + e];
                 lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
-                advantages[t][e] = lastgaelam[e];
+                advantages[t * num_envs + e] = lastgaelam[e];
             }
         }
-        let advantages = advantages.concat();
-        let returns: Vec<f32> = advantages.iter().zip(&b_values_host).map(|(a, v)| a + v).collect();
+        let returns: Vec<f32> = advantages.iter().zip(&values_host).map(|(a, v)| a + v).collect();
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
         let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
@@ -361,12 +343,11 @@ fn main() {
         let b_dones = Tensor::from_slice(&dones.concat()).to_device(device);
 
         // Optimizing the policy and value network
-        let learning_start = Instant::now();
+        let learning_start = std::time::Instant::now();
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
-        let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev, mut first_mb_clipfrac] =
-            [(); 4].map(|()| Tensor::new());
-        let mut ratios = Vec::new();
+        let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev] = [(); 3].map(|()| Tensor::new());
+        let mut clipfracs = Vec::new();
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch
             // LSTM 4: a minibatch is whole envs' sequences, in time order (rows step * envs + env);
@@ -391,15 +372,13 @@ fn main() {
                 let logratio = &newlogprob - mb(&b_logprobs);
                 let ratio = logratio.exp();
 
-                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html) and the ratios,
-                // for the clip fraction of the whole update
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped fraction
                 old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
                 approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                ratios.push(ratio.detach());
+                clipfracs.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).mean(Kind::Float)));
                 if epoch == 0 && start == 0 {
                     // the policy has not moved yet: the ratio is exactly 1 and nothing clipped (the tests check)
                     first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
-                    first_mb_clipfrac = clipfrac(&ratios, clip_coef);
                 }
 
                 let mut mb_advantages = mb(&b_advantages);
@@ -445,7 +424,7 @@ fn main() {
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
         let var_y = var(returns.iter().map(|&y| y as f64));
-        let residuals = returns.iter().zip(&b_values_host).map(|(&y, &v)| (y - v) as f64);
+        let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
 
         // Core 12: CleanRL's metrics by its names, then our debug and timing columns
@@ -459,10 +438,10 @@ fn main() {
             ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
             ("losses/approx_kl", OnDevice(&approx_kl)),
-            ("losses/clipfrac", OnDevice(&clipfrac(&ratios, clip_coef))),
+            ("losses/clipfrac", OnDevice(&Tensor::stack(&clipfracs, 0).mean(Kind::Float))),
             ("losses/explained_variance", OnHost(explained_var)),
             ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb_max_ratio_dev)),
-            ("debug/first_mb_clipfrac", OnDevice(&first_mb_clipfrac)),
+            ("debug/first_mb_clipfrac", OnDevice(&clipfracs[0])),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
         ];
         trace.finish(&vs, &row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
@@ -471,15 +450,22 @@ fn main() {
     }
 
     if args.run.save_model {
+        // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions,
+        // the LSTM state carried from step to step
         let model_path = log.save(&vs, &args.run.exp_name);
-        log.eval(&evaluate(&model_path, &args, obs_dim, n_actions, device));
+        vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
+        let mut action = [0i64];
+        let (mut lstm_state, mut done) = (agent.lstm.zero_state(1), Tensor::zeros([1], (Kind::Float, device)));
+        log.eval(&play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
+            let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
+            let (a, _, _, _, state) =
+                tch::no_grad(|| agent.get_action_and_value(&obs, &lstm_state, &done, &[false], None));
+            a.to_device(Device::Cpu).copy_data(&mut action, 1);
+            env.step(Action::Discrete(&action));
+            (lstm_state, done) =
+                (state, Tensor::from_slice(&[(env.terminated[0] || env.truncated[0]) as u8 as f32]).to_device(device));
+        }));
     }
-}
-
-/// The fraction of the update's ratios that the surrogate clipped, |ratio - 1| > clip_coef (the
-/// mean over minibatches of their fractions: all minibatches have the same size).
-fn clipfrac(ratios: &[Tensor], clip_coef: f64) -> Tensor {
-    (Tensor::cat(ratios, 0) - 1.0).abs().gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float)
 }
 
 /// The observations on the device: Atari's pixels (whole numbers 0 to 255) go up as bytes, 4 times
@@ -491,22 +477,4 @@ fn upload(obs: &[f32], obs_dim: i64, device: Device) -> Tensor {
     } else {
         Tensor::from_slice(obs).view([-1, obs_dim]).to_device(device)
     }
-}
-
-/// Loads the saved weights into a fresh agent and plays 10 episodes with sampled actions,
-/// the LSTM state carried from step to step.
-fn evaluate(path: &std::path::Path, args: &Args, obs_dim: i64, n_actions: i64, device: Device) -> Vec<f64> {
-    let mut vs = nn::VarStore::new(device);
-    let agent = Agent::new(&vs.root(), obs_dim, n_actions);
-    vs.load(path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", path.display())));
-    let mut action = [0i64];
-    let (mut lstm_state, mut done) = (agent.lstm.zero_state(1), Tensor::zeros([1], (Kind::Float, device)));
-    play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
-        let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-        let (a, _, _, _, state) = tch::no_grad(|| agent.get_action_and_value(&obs, &lstm_state, &done, &[false], None));
-        a.to_device(Device::Cpu).copy_data(&mut action, 1);
-        env.step(Action::Discrete(&action));
-        (lstm_state, done) =
-            (state, Tensor::from_slice(&[(env.terminated[0] || env.truncated[0]) as u8 as f32]).to_device(device));
-    })
 }

@@ -1,25 +1,16 @@
 //! # ppo_multidiscrete_mask: PPO with invalid action masking, a diff of `ppo_atari.rs`
 //!
-//! The blog's `ppo_multidiscrete_mask.py`: `ppo_atari.rs` with a `MultiDiscrete` action (one
-//! categorical per component, `// MultiDiscrete 1`) whose invalid entries are masked out
-//! (`// Aux 4`), the env's masks stored and minibatched with the observations, and the blog's
-//! small CNN on a one-hot grid (no Atari wrappers): MicroRTS's real engine (`envs::microrts`),
-//! or the native GridHarvest-v0. `--invalid-action-masking false` is the ablation.
-//!
-//! Run: `cargo run --release --bin ppo_multidiscrete_mask -- --env-id MicrortsMining-v1 --seed 1`
-//! Writes `runs/<run-name>/`: arguments, CleanRL's metrics, checkpoints, the model (docs/runs.md).
-//!
-//! What is not PPO comes from the package's library, as CleanRL's comes from torch and tyro:
-//! the optimizer's mechanics, the run directory and its logs, checkpoints, flags (`src/lib.rs`).
+//! The blog's `ppo_multidiscrete_mask.py`: `ppo_atari.rs` with a `MultiDiscrete` action (one categorical per component,
+//! `// MultiDiscrete 1`) whose invalid entries are masked out (`// Aux 4`), the env's masks stored and minibatched with
+//! the observations, and the blog's small CNN on a one-hot grid (no Atari wrappers): MicroRTS's real engine
+//! (`envs::microrts`), or the native GridHarvest-v0. `--invalid-action-masking false` is the ablation.
+//! Run: `cargo run --release --bin ppo_multidiscrete_mask -- --env-id MicrortsMining-v1 --seed 1`; writes `runs/`.
+//! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
-use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
-use ppo_details::Logged::{OnDevice, OnHost}; // a logged value, on the host or on the device
-use ppo_details::{
-    fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start, Trace,
-};
-use std::time::Instant;
+use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
+use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use tch::{nn, nn::Module, Device, Kind, Tensor};
 
 #[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
@@ -88,24 +79,8 @@ struct Args {
     invalid_action_masking: bool,
 }
 
-// what the library needs to know of Args: this binary's name, where the flags it reads are
+// what the library needs of Args: the binary's name, the flags it reads and checks
 ppo_details::experiment!(Args, all_cores); // --torch-threads, --env-threads: every core (the CNN, the envs)
-
-/// The combinations of flags that cannot run (each flag's own range is checked by clap).
-fn check_args(a: &Args) -> Result<(), String> {
-    let batch_size = a.num_envs * a.num_steps;
-    if !batch_size.is_multiple_of(a.num_minibatches) {
-        let n = a.num_minibatches;
-        Err(format!("--num-envs x --num-steps ({batch_size}) must be divisible by --num-minibatches ({n})"))
-    } else if a.total_timesteps < batch_size as u64 {
-        let total = a.total_timesteps;
-        Err(format!("--total-timesteps ({total}) is below one batch (--num-envs x --num-steps = {batch_size})"))
-    } else if a.norm_adv && batch_size / a.num_minibatches < 2 {
-        Err("--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); lower --num-minibatches".into())
-    } else {
-        Ok(())
-    }
-}
 
 /// The blog's `make_env`: the env with its episode statistics, no other wrapper.
 fn make_env(env_id: &str) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
@@ -220,14 +195,13 @@ fn sample(probs: &Tensor) -> Tensor {
 }
 
 fn main() {
+    // bad input (a flag out of range, flags that cannot work together): one line, exit code 2, nothing written
     let args: Args = parse_args();
-    // bad input: one line naming the problem, exit code 2, nothing written
-    check_args(&args).unwrap_or_else(|e| fail(2, e));
     let (num_envs, num_steps) = (args.num_envs, args.num_steps);
     let batch_size = num_envs * num_steps;
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
-    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, unix_time());
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, ppo_details::unix_time());
     let env_fns: Vec<_> = (0..args.num_envs).map(|_| make_env(&args.env_id).unwrap_or_else(|e| fail(2, e))).collect();
 
     // seeding
@@ -247,18 +221,16 @@ fn main() {
         (o, a) => fail(2, format!("{}: {o} observations, {a} actions; needs a grid and MultiDiscrete", args.env_id)),
     };
     let (obs_dim, mask_dim) = (grid.iter().product::<i64>(), envs.mask_dim as i64);
-    let vs = nn::VarStore::new(device);
+    let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), grid, nvec.clone());
     // Core 3: Adam with epsilon 1e-5
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // PPO_TRACE=FILE: the first update, for tests/parity.rs
-    let mut trace = Trace::start(&vs);
     // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
     let start = Start::new(&args, num_iterations, &mut optimizer, &[]);
     let mut log = RunLog::create(&run_name, &args, &device_name, (num_iterations * batch_size) as u64, &start);
+    let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
-    // storage: obs, actions, logprobs and values on the device, a tensor per step, joined into the
-    // batch after the rollout; rewards and dones on the host, where the envs write them and GAE reads them
+    // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
     let per_step = || (0..num_steps).map(|_| Tensor::new()).collect::<Vec<_>>();
     let (mut obs, mut actions, mut logprobs, mut values) = (per_step(), per_step(), per_step(), per_step());
     let mut masks = per_step(); // Aux 4: each observation's mask
@@ -317,26 +289,24 @@ fn main() {
         let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
         let b_values = Tensor::cat(&values, 0).view([-1]); // row step * num_envs + env
-        let b_values_host = to_host(&b_values);
-        let values_host: Vec<&[f32]> = b_values_host.chunks(num_envs).collect();
+        let values_host = to_host(&b_values);
         // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
-        let mut advantages = vec![vec![0f32; num_envs]; num_steps];
+        let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
         for t in (0..num_steps).rev() {
             for e in 0..num_envs {
                 let (nextnonterminal, nextvalues) = if t == num_steps - 1 {
                     (1.0 - next_done[e], next_value[e])
                 } else {
-                    (1.0 - dones[t + 1][e], values_host[t + 1][e])
+                    (1.0 - dones[t + 1][e], values_host[(t + 1) * num_envs + e])
                 };
-                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t][e];
+                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t * num_envs + e];
                 lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
-                advantages[t][e] = lastgaelam[e];
+                advantages[t * num_envs + e] = lastgaelam[e];
             }
         }
-        let advantages = advantages.concat();
-        let returns: Vec<f32> = advantages.iter().zip(&b_values_host).map(|(a, v)| a + v).collect();
+        let returns: Vec<f32> = advantages.iter().zip(&values_host).map(|(a, v)| a + v).collect();
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
         let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
@@ -346,12 +316,11 @@ fn main() {
         let b_returns = Tensor::from_slice(&returns).to_device(device);
 
         // Optimizing the policy and value network
-        let learning_start = Instant::now();
+        let learning_start = std::time::Instant::now();
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
-        let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev, mut first_mb_clipfrac] =
-            [(); 4].map(|()| Tensor::new());
-        let mut ratios = Vec::new();
+        let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev] = [(); 3].map(|()| Tensor::new());
+        let mut clipfracs = Vec::new();
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (the batch is
             // gathered in the shuffled order once per epoch; minibatches are slices of it)
@@ -370,15 +339,13 @@ fn main() {
                 let logratio = &newlogprob - &logprobs_mbs[mb];
                 let ratio = logratio.exp();
 
-                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html) and the ratios,
-                // for the clip fraction of the whole update
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped fraction
                 old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
                 approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                ratios.push(ratio.detach());
+                clipfracs.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).mean(Kind::Float)));
                 if epoch == 0 && mb == 0 {
                     // the policy has not moved yet: the ratio is exactly 1 and nothing clipped (the tests check)
                     first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
-                    first_mb_clipfrac = clipfrac(&ratios, clip_coef);
                 }
 
                 let mut mb_advantages = advantages_mbs[mb].shallow_clone();
@@ -424,7 +391,7 @@ fn main() {
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
         let var_y = var(returns.iter().map(|&y| y as f64));
-        let residuals = returns.iter().zip(&b_values_host).map(|(&y, &v)| (y - v) as f64);
+        let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
 
         // Core 12: CleanRL's metrics by its names, then our debug and timing columns
@@ -438,10 +405,10 @@ fn main() {
             ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
             ("losses/approx_kl", OnDevice(&approx_kl)),
-            ("losses/clipfrac", OnDevice(&clipfrac(&ratios, clip_coef))),
+            ("losses/clipfrac", OnDevice(&Tensor::stack(&clipfracs, 0).mean(Kind::Float))),
             ("losses/explained_variance", OnHost(explained_var)),
             ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb_max_ratio_dev)),
-            ("debug/first_mb_clipfrac", OnDevice(&first_mb_clipfrac)),
+            ("debug/first_mb_clipfrac", OnDevice(&clipfracs[0])),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
             ("debug/invalid_actions", OnHost(invalid_actions as f64)),
         ];
@@ -452,74 +419,18 @@ fn main() {
     }
 
     if args.run.save_model {
+        // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
+        // (from the valid ones, unless masking is off)
         let model_path = log.save(&vs, &args.run.exp_name);
-        log.eval(&evaluate(&model_path, &args, grid, &nvec, device));
-    }
-}
-
-/// The fraction of the update's ratios that the surrogate clipped, |ratio - 1| > clip_coef (the
-/// mean over minibatches of their fractions: all minibatches have the same size).
-fn clipfrac(ratios: &[Tensor], clip_coef: f64) -> Tensor {
-    (Tensor::cat(ratios, 0) - 1.0).abs().gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float)
-}
-
-/// Loads the saved weights into a fresh agent and plays 10 episodes with sampled actions
-/// (from the valid ones, unless masking is off).
-fn evaluate(path: &std::path::Path, args: &Args, grid: [i64; 3], nvec: &[i64], device: Device) -> Vec<f64> {
-    let mut vs = nn::VarStore::new(device);
-    let agent = Agent::new(&vs.root(), grid, nvec.to_vec());
-    vs.load(path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", path.display())));
-    let mut action = vec![0i64; nvec.len()];
-    play(make_env(&args.env_id).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
-        let obs = Tensor::from_slice(&env.obs).view([1, grid.iter().product::<i64>()]).to_device(device);
-        let mask = Tensor::from_slice(&env.masks).view([1, env.mask_dim as i64]).to_device(device);
-        let (a, _, _, _) =
-            tch::no_grad(|| agent.get_action_and_value(&obs, None, args.invalid_action_masking.then_some(&mask)));
-        a.to_device(Device::Cpu).copy_data(&mut action, nvec.len());
-        env.step(Action::Discrete(&action));
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    /// Aux 4, checked by hand: masked entries get probability exactly 0 and no gradient, are
-    /// never sampled, and the entropy is that of the valid entries' distribution.
-    #[test]
-    fn masked_entries_have_probability_0_no_gradient_and_no_entropy() {
-        use super::categorical_masked;
-        use tch::{Kind, Tensor};
-        let logits = Tensor::from_slice(&[0.5f32, 2.0, -1.0, 1.0, 0.0]).view([1, 5]).set_requires_grad(true);
-        let mask = Tensor::from_slice(&[true, false, true, false, true]).view([1, 5]);
-        // every action's log-prob: the masked ones' probabilities are exactly 0
-        let all: Vec<f64> = (0..5)
-            .map(|a| {
-                categorical_masked(&logits, Some(&mask), Some(&Tensor::from_slice(&[a as i64])))
-                    .1
-                    .double_value(&[0])
-                    .exp()
-            })
-            .collect();
-        let z = 0.5f64.exp() + (-1.0f64).exp() + 1.0;
-        let want = [0.5f64.exp() / z, 0.0, (-1.0f64).exp() / z, 0.0, 1.0 / z];
-        for (got, want) in all.iter().zip(want) {
-            assert!((got - want).abs() < 1e-6, "{all:?} vs {want:?}");
-        }
-        assert_eq!((all[1], all[3]), (0.0, 0.0));
-        // the entropy of the valid entries' distribution, and gradients only on valid logits
-        let (_, log_prob, entropy) = categorical_masked(&logits, Some(&mask), Some(&Tensor::from_slice(&[0i64])));
-        let h: f64 = -want.iter().filter(|&&p| p > 0.0).map(|p| p * p.ln()).sum::<f64>();
-        assert!((entropy.double_value(&[0]) - h).abs() < 1e-6, "entropy {} vs {h}", entropy.double_value(&[0]));
-        (log_prob + entropy).sum(Kind::Float).backward();
-        let grad = Vec::<f32>::try_from(logits.grad().view([-1])).expect("a float gradient");
-        assert_eq!((grad[1], grad[3]), (0.0, 0.0), "{grad:?}");
-        assert!(grad[0] != 0.0 && grad[2] != 0.0 && grad[4] != 0.0, "{grad:?}");
-        // 20,000 draws: never a masked entry; without the mask, every entry
-        let many = logits.detach().expand([20_000, 5], false);
-        let (drawn, _, _) = categorical_masked(&many, Some(&mask.expand([20_000, 5], false)), None);
-        let counts = Vec::<i64>::try_from(drawn.bincount(None::<Tensor>, 5)).expect("counts");
-        assert_eq!((counts[1], counts[3]), (0, 0), "{counts:?}");
-        let counts =
-            Vec::<i64>::try_from(categorical_masked(&many, None, None).0.bincount(None::<Tensor>, 5)).expect("counts");
-        assert!(counts.iter().all(|&c| c > 0), "{counts:?}");
+        vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
+        let mut action = vec![0i64; nvec.len()];
+        log.eval(&play(make_env(&args.env_id).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
+            let obs = Tensor::from_slice(&env.obs).view([1, grid.iter().product::<i64>()]).to_device(device);
+            let mask = Tensor::from_slice(&env.masks).view([1, env.mask_dim as i64]).to_device(device);
+            let (a, _, _, _) =
+                tch::no_grad(|| agent.get_action_and_value(&obs, None, args.invalid_action_masking.then_some(&mask)));
+            a.to_device(Device::Cpu).copy_data(&mut action, nvec.len());
+            env.step(Action::Discrete(&action));
+        }));
     }
 }
