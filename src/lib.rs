@@ -12,7 +12,7 @@
 //!   cudarc); `--torch-deterministic` in libtorch's global context.
 //! - [`nccl`]: a data-parallel run's gradient all-reduce between GPUs (or through MPI).
 //! - [`ranks`]: a data-parallel run's other collectives over MPI (reductions, broadcast, episodes, sync check).
-//! - Here: [`fail`], [`to_host`], [`play`] (the evaluation loop of `--save-model`), [`var`]
+//! - Here: [`fail`], [`to_host`], [`upload`], [`play`] (the evaluation loop of `--save-model`), [`var`]
 //!   (numpy's), [`categorical_sample`] (torch.distributions'), [`all_cores`], [`experiment!`].
 
 pub mod device;
@@ -45,6 +45,17 @@ pub fn to_host(t: &Tensor) -> Vec<f32> {
     let mut host = vec![0f32; numel];
     t.to_device(Device::Cpu).copy_data(&mut host, numel);
     host
+}
+
+/// Observations from the host to `device`, `dim` values a row. On a GPU, `pixels` (whole numbers 0 to
+/// 255 held as f32) go up as bytes, 4 times fewer, and become f32 there: the same values.
+pub fn upload(obs: &[f32], dim: i64, pixels: bool, device: Device) -> Tensor {
+    if pixels && device != Device::Cpu {
+        let bytes: Vec<u8> = obs.iter().map(|&x| x as u8).collect();
+        Tensor::from_slice(&bytes).view([-1, dim]).to_device(device).to_kind(Kind::Float)
+    } else {
+        Tensor::from_slice(obs).view([-1, dim]).to_device(device)
+    }
 }
 
 /// Every core of this machine: the thread default of the binaries with a CNN or many envs.

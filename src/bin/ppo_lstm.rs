@@ -1,8 +1,7 @@
 //! # ppo_lstm: PPO with an LSTM policy on Atari games, a diff of `ppo_atari.rs`
 //!
-//! CleanRL's `ppo_atari_lstm.py`: `ppo_atari.rs` with one frame instead of four and an LSTM after the trunk, its 5
-//! details tagged `// LSTM N: ...`; a 1-D observation (the velocity-masked CartPoleNoVel-v1) gets a small MLP encoder
-//! instead of the CNN, to check the memory on a CPU.
+//! CleanRL's `ppo_atari_lstm.py`: `ppo_atari.rs` with one frame instead of four and an LSTM after the trunk
+//! (`// LSTM N: ...`); a 1-D observation (CartPoleNoVel-v1) gets an MLP instead of the CNN, to test memory on CPU.
 //! Run: `cargo run --release --bin ppo_lstm -- --env-id BreakoutNoFrameskip-v4 --seed 1`; writes `runs/<run-name>/`.
 //! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
@@ -24,8 +23,7 @@ struct Args {
     /// record env 0's games, every frame, on CleanRL's schedule, as GIFs in videos/<run-name>/
     #[arg(long, default_value_t = false)]
     capture_video: bool,
-    /// the id of the environment (<Game>NoFrameskip-v4, e.g. BreakoutNoFrameskip-v4; or a 1-D one,
-    /// e.g. CartPoleNoVel-v1)
+    /// the id of the environment (<Game>NoFrameskip-v4: BreakoutNoFrameskip-v4, ...; or a 1-D one: CartPoleNoVel-v1)
     #[arg(long, default_value = "BreakoutNoFrameskip-v4")]
     env_id: String,
     /// total timesteps of the experiment
@@ -87,16 +85,12 @@ ppo_details::experiment!(Args, all_cores, check = check_args); // --torch-thread
 /// LSTM's flag combination, beside the batch's that the library checks: minibatches of whole envs.
 fn check_args(a: &Args) -> Result<(), String> {
     let (envs, n) = (a.num_envs, a.num_minibatches);
-    match envs.is_multiple_of(n) {
-        true => Ok(()),
-        false => {
-            Err(format!("--num-envs ({envs}) must be divisible by --num-minibatches ({n}): minibatches are whole envs"))
-        }
-    }
+    let err = format!("--num-envs ({envs}) must be divisible by --num-minibatches ({n}): minibatches are whole envs");
+    envs.is_multiple_of(n).then_some(()).ok_or(err)
 }
 
-/// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first),
-/// its pixels as f32; a 1-D env (not in CleanRL) as `ppo.rs` makes it.
+/// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
+/// Its pixels as f32; a 1-D env (not in CleanRL) as `ppo.rs` makes it.
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
     if rom_name(env_id).is_none() {
         return Ok(Box::new(RecordEpisodeStatistics::new(envs::make(env_id)?)));
@@ -195,8 +189,8 @@ impl Agent {
         (Tensor::cat(&new_hidden, 0), LSTMState((h, c)))
     }
 
-    fn get_value(&self, x: &Tensor, lstm_state: &LSTMState, done: &Tensor, ended: &[bool]) -> Tensor {
-        self.critic.forward(&self.get_states(x, lstm_state, done, ended).0)
+    fn get_value(&self, x: &Tensor, lstm_state: &LSTMState, done: &Tensor) -> Tensor {
+        self.critic.forward(&self.get_states(x, lstm_state, done, &[false]).0)
     }
 
     /// Samples an action when none is given; returns (action, log-prob, entropy, value, LSTM state).
@@ -282,7 +276,7 @@ fn main() {
         let initial_lstm_state = LSTMState((next_lstm_state.h(), next_lstm_state.c()));
         for step in 0..num_steps {
             global_step += num_envs as u64;
-            let next_obs = upload(&envs.obs, obs_dim, device);
+            let next_obs = ppo_details::upload(&envs.obs, obs_dim, agent.pixels, device); // pixels as bytes
             obs[step] = next_obs.shallow_clone();
             dones[step].copy_from_slice(&next_done);
             // the dones go up only where an episode ended (zeros reset nothing: the same state)
@@ -311,10 +305,9 @@ fn main() {
         }
 
         // bootstrap value if not done; the values come down to the host once per rollout, for GAE
-        let next_obs = upload(&envs.obs, obs_dim, device);
+        let next_obs = ppo_details::upload(&envs.obs, obs_dim, agent.pixels, device); // pixels as bytes
         let next_done_t = Tensor::from_slice(&next_done).to_device(device);
-        let next_value =
-            to_host(&tch::no_grad(|| agent.get_value(&next_obs, &next_lstm_state, &next_done_t, &[false])));
+        let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs, &next_lstm_state, &next_done_t)));
         let b_values = Tensor::cat(&values, 0).view([-1]); // row step * num_envs + env
         let values_host = to_host(&b_values);
         // Core 5: GAE, as a plain loop on the host
@@ -354,8 +347,7 @@ fn main() {
             // the envs are drawn on the host, as CleanRL's np.random.shuffle: their dones are read there
             let envinds = Tensor::randperm(num_envs as i64, (Kind::Int64, Device::Cpu));
             trace.order(&envinds);
-            let mut envinds_host = vec![0i64; num_envs];
-            envinds.copy_data(&mut envinds_host, num_envs);
+            let envinds_host = Vec::<i64>::try_from(&envinds).unwrap_or_else(|e| fail(1, e));
             let envinds = envinds.to_device(device);
             let flatinds = Tensor::arange(batch_size as i64, (Kind::Int64, device)).view([num_steps as i64, -1]);
             for start in (0..num_envs).step_by(envsperbatch) {
@@ -465,16 +457,5 @@ fn main() {
             (lstm_state, done) =
                 (state, Tensor::from_slice(&[(env.terminated[0] || env.truncated[0]) as u8 as f32]).to_device(device));
         }));
-    }
-}
-
-/// The observations on the device: Atari's pixels (whole numbers 0 to 255) go up as bytes, 4 times
-/// fewer than as f32, and become f32 there; other observations go up as they are.
-fn upload(obs: &[f32], obs_dim: i64, device: Device) -> Tensor {
-    if obs_dim == 84 * 84 && device != Device::Cpu {
-        let bytes: Vec<u8> = obs.iter().map(|&x| x as u8).collect();
-        Tensor::from_slice(&bytes).view([-1, obs_dim]).to_device(device).to_kind(Kind::Float)
-    } else {
-        Tensor::from_slice(obs).view([-1, obs_dim]).to_device(device)
     }
 }
