@@ -228,6 +228,16 @@ fn bad_input_is_one_line_and_exit_code_2() {
                 "one value per level",
             ),
             (
+                &["--levels", "15,30,61", "--level-steps", "20,5", "--level-minibatch-size", "40,10,10"],
+                &[],
+                "one value per level",
+            ),
+            (
+                &["--levels", "15,30,61", "--level-steps", "20,5,5", "--level-minibatch-size", "40"],
+                &[],
+                "one value per level",
+            ),
+            (
                 &[
                     SMALL_ENVS,
                     &["--levels", "15,30,61", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10,5"],

@@ -163,8 +163,7 @@ struct Agent {
 impl Agent {
     fn new(p: &nn::Path, n_actions: i64) -> Agent {
         let (s2, net) = (2f64.sqrt(), p / "network");
-        // layers 0, 2, 4, 7: nn.Sequential's indices (the ReLUs and Flatten between), so that the
-        // saved weights have CleanRL's names (network.0.weight, ...)
+        // layers 0, 2, 4, 7: nn.Sequential's indices (ReLU, Flatten between): CleanRL's saved names (network.0.weight)
         let network = nn::seq()
             .add(conv_init(&net / 0, 4, 32, 8, 4))
             .add_fn(|x| x.relu())
@@ -236,9 +235,7 @@ fn main() {
     let mut envs = VecEnv::new(env_fns).with_threads(args.run.env_threads);
     let (obs_dim, n_actions) = match (envs.single_observation_space(), envs.single_action_space()) {
         (Space::Box { shape, .. }, Space::Discrete(n)) if shape == [4, 84, 84] => (4 * 84 * 84, n as i64),
-        (o, a) => {
-            fail(2, format!("{}: {o} observations, {a} actions; ppo_atari needs 4x84x84 and Discrete", args.env_id))
-        }
+        (o, a) => fail(2, format!("{}: {o} observations, {a} actions; ppo_atari needs 4x84x84, Discrete", args.env_id)),
     };
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), n_actions);
@@ -285,7 +282,7 @@ fn main() {
         for step in 0..num_steps {
             global_step += (num_envs * world_size) as u64;
             let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
-            obs[step] = next_obs.shallow_clone(); // frames stay u8 until the network
+            obs[step] = next_obs.shallow_clone();
             dones[step].copy_from_slice(&next_done);
 
             let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
@@ -340,7 +337,7 @@ fn main() {
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
         let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev] = [(); 3].map(|()| Tensor::new());
-        let mut clipfracs = Vec::new();
+        let mut clipped = Vec::new(); // which ratios the surrogate clipped, for the clip fraction
         let mut allreduce_seconds = 0.0;
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (the batch is
@@ -357,10 +354,10 @@ fn main() {
                 let logratio = &newlogprob - &logprobs_mbs[mb];
                 let ratio = logratio.exp();
 
-                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped fraction
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped ratios
                 old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
                 approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                clipfracs.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).mean(Kind::Float)));
+                clipped.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).to_kind(Kind::Float)));
                 if epoch == 0 && mb == 0 {
                     // the policy has not moved yet: the ratio is exactly 1 and nothing clipped (the tests check)
                     first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
@@ -419,7 +416,8 @@ fn main() {
 
         // Core 12: CleanRL's metrics by its names, then our debug and timing columns
         // Aux 2: the ratio and KL checks hold on every rank: the largest over the ranks are logged
-        let checks = ppo_details::read_host(&[&first_mb_max_ratio_dev, &clipfracs[0], &approx_kl]); // one read
+        let first_mb_clipfrac = clipped[0].mean(Kind::Float);
+        let checks = ppo_details::read_host(&[&first_mb_max_ratio_dev, &first_mb_clipfrac, &approx_kl]); // one read
         let worst = all_reduce(&world, &checks, SystemOperation::max());
         let episodes = gather_episodes(&world, &finished);
         let in_sync = weights_in_sync(&world, &optimizer.flat);
@@ -439,7 +437,7 @@ fn main() {
             ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
             ("losses/approx_kl", OnDevice(&approx_kl)),
-            ("losses/clipfrac", OnDevice(&Tensor::stack(&clipfracs, 0).mean(Kind::Float))),
+            ("losses/clipfrac", OnDevice(&Tensor::cat(&clipped, 0).mean(Kind::Float))),
             ("losses/explained_variance", OnHost(explained_var)),
             ("debug/first_mb_max_ratio_dev", OnHost(worst[0])),
             ("debug/first_mb_clipfrac", OnHost(worst[1])),

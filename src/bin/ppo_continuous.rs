@@ -88,8 +88,7 @@ struct Args {
     bootstrap_truncation: bool,
 }
 
-// what the library needs of Args: the binary's name, the flags it reads and checks
-ppo_details::experiment!(Args, check = check_args);
+ppo_details::experiment!(Args, check = check_args); // what the library needs of Args, and Extra 1's flag check
 
 /// Extra 1's flag combination, beside the batch's that the library checks.
 fn check_args(a: &Args) -> Result<(), String> {
@@ -320,7 +319,7 @@ fn main() {
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
         let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev] = [(); 3].map(|()| Tensor::new());
-        let mut clipfracs = Vec::new();
+        let mut clipped = Vec::new(); // which ratios the surrogate clipped, for the clip fraction
         let mut adaptive_kl = f64::NAN; // Extra 1: the last KL the rule saw
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (the batch is
@@ -337,10 +336,10 @@ fn main() {
                 let logratio = &newlogprob - &logprobs_mbs[mb];
                 let ratio = logratio.exp();
 
-                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped fraction
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped ratios
                 old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
                 approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                clipfracs.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).mean(Kind::Float)));
+                clipped.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).to_kind(Kind::Float)));
                 if epoch == 0 && mb == 0 {
                     // the policy has not moved yet: the ratio is exactly 1 and nothing clipped (the tests check)
                     first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
@@ -410,10 +409,10 @@ fn main() {
             ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
             ("losses/approx_kl", OnDevice(&approx_kl)),
-            ("losses/clipfrac", OnDevice(&Tensor::stack(&clipfracs, 0).mean(Kind::Float))),
+            ("losses/clipfrac", OnDevice(&Tensor::cat(&clipped, 0).mean(Kind::Float))),
             ("losses/explained_variance", OnHost(explained_var)),
             ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb_max_ratio_dev)),
-            ("debug/first_mb_clipfrac", OnDevice(&clipfracs[0])),
+            ("debug/first_mb_clipfrac", OnDevice(&clipped[0].mean(Kind::Float))),
             ("debug/adaptive_kl", OnHost(adaptive_kl)),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
         ];
@@ -426,8 +425,7 @@ fn main() {
         let rms = stats[0][0].lock().clone(); // env 0's observation statistics go into the model file
         let rms = Tensor::from_slice(&[rms.mean, rms.var, vec![rms.count]].concat());
         tch::no_grad(|| agent.obs_rms.shallow_clone().copy_(&rms));
-        // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions,
-        // the observations normalized with the statistics in that file
+        // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
         let model_path = log.save(&vs, &args.run.exp_name);
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
         let v = Vec::<f64>::try_from(agent.obs_rms.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e));

@@ -79,8 +79,7 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-// what the library needs of Args: the binary's name, the flags it reads and checks
-ppo_details::experiment!(Args, all_cores, check = check_args); // --torch-threads, --env-threads: every core
+ppo_details::experiment!(Args, all_cores, check = check_args); // what the library needs of Args; threads: every core
 
 /// LSTM's flag combination, beside the batch's that the library checks: minibatches of whole envs.
 fn check_args(a: &Args) -> Result<(), String> {
@@ -137,6 +136,7 @@ struct Agent {
 impl Agent {
     fn new(p: &nn::Path, obs_dim: i64, n_actions: i64) -> Agent {
         let (s2, net, pixels) = (2f64.sqrt(), p / "network", obs_dim == 84 * 84);
+        // layers 0, 2, 4, 7: nn.Sequential's indices (ReLU, Flatten between): CleanRL's saved names (network.0.weight)
         let network = if pixels {
             nn::seq()
                 .add(conv_init(&net / 0, 1, 32, 8, 4))
@@ -237,9 +237,7 @@ fn main() {
         (Space::Box { shape, .. }, Space::Discrete(n)) if shape == [1, 84, 84] || shape.len() == 1 => {
             (shape.iter().product::<usize>() as i64, n as i64)
         }
-        (o, a) => {
-            fail(2, format!("{}: {o} observations, {a} actions; ppo_lstm needs 1x84x84 or 1-D, Discrete", args.env_id))
-        }
+        (o, a) => fail(2, format!("{}: {o} observations, {a} actions; ppo_lstm: 1x84x84/1-D, Discrete", args.env_id)),
     };
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
@@ -279,11 +277,11 @@ fn main() {
             let next_obs = ppo_details::upload(&envs.obs, obs_dim, agent.pixels, device); // pixels as bytes
             obs[step] = next_obs.shallow_clone();
             dones[step].copy_from_slice(&next_done);
+
             // the dones go up only where an episode ended (zeros reset nothing: the same state)
             let ended = next_done.iter().any(|&d| d > 0.0);
             let next_done_t =
                 if ended { Tensor::from_slice(&next_done).to_device(device) } else { no_done.shallow_clone() };
-
             let (action, logprob, _, value, lstm_state) =
                 tch::no_grad(|| agent.get_action_and_value(&next_obs, &next_lstm_state, &next_done_t, &[false], None));
             next_lstm_state = lstm_state;
@@ -340,7 +338,7 @@ fn main() {
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
         let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev] = [(); 3].map(|()| Tensor::new());
-        let mut clipfracs = Vec::new();
+        let mut clipped = Vec::new(); // which ratios the surrogate clipped, for the clip fraction
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch
             // LSTM 4: a minibatch is whole envs' sequences, in time order (rows step * envs + env);
@@ -364,10 +362,10 @@ fn main() {
                 let logratio = &newlogprob - mb(&b_logprobs);
                 let ratio = logratio.exp();
 
-                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped fraction
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped ratios
                 old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
                 approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                clipfracs.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).mean(Kind::Float)));
+                clipped.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).to_kind(Kind::Float)));
                 if epoch == 0 && start == 0 {
                     // the policy has not moved yet: the ratio is exactly 1 and nothing clipped (the tests check)
                     first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
@@ -430,10 +428,10 @@ fn main() {
             ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
             ("losses/approx_kl", OnDevice(&approx_kl)),
-            ("losses/clipfrac", OnDevice(&Tensor::stack(&clipfracs, 0).mean(Kind::Float))),
+            ("losses/clipfrac", OnDevice(&Tensor::cat(&clipped, 0).mean(Kind::Float))),
             ("losses/explained_variance", OnHost(explained_var)),
             ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb_max_ratio_dev)),
-            ("debug/first_mb_clipfrac", OnDevice(&clipfracs[0])),
+            ("debug/first_mb_clipfrac", OnDevice(&clipped[0].mean(Kind::Float))),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
         ];
         trace.finish(&vs, &row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
@@ -442,8 +440,7 @@ fn main() {
     }
 
     if args.run.save_model {
-        // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions,
-        // the LSTM state carried from step to step
+        // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
         let model_path = log.save(&vs, &args.run.exp_name);
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
         let mut action = [0i64];

@@ -79,8 +79,7 @@ struct Args {
     invalid_action_masking: bool,
 }
 
-// what the library needs of Args: the binary's name, the flags it reads and checks
-ppo_details::experiment!(Args, all_cores); // --torch-threads, --env-threads: every core (the CNN, the envs)
+ppo_details::experiment!(Args, all_cores); // what the library needs of Args; threads: every core (the CNN, the envs)
 
 /// The blog's `make_env`: the env with its episode statistics, no other wrapper.
 fn make_env(env_id: &str) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
@@ -320,7 +319,7 @@ fn main() {
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
         let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev] = [(); 3].map(|()| Tensor::new());
-        let mut clipfracs = Vec::new();
+        let mut clipped = Vec::new(); // which ratios the surrogate clipped, for the clip fraction
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (the batch is
             // gathered in the shuffled order once per epoch; minibatches are slices of it)
@@ -339,10 +338,10 @@ fn main() {
                 let logratio = &newlogprob - &logprobs_mbs[mb];
                 let ratio = logratio.exp();
 
-                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped fraction
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped ratios
                 old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
                 approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                clipfracs.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).mean(Kind::Float)));
+                clipped.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).to_kind(Kind::Float)));
                 if epoch == 0 && mb == 0 {
                     // the policy has not moved yet: the ratio is exactly 1 and nothing clipped (the tests check)
                     first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
@@ -405,10 +404,10 @@ fn main() {
             ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
             ("losses/approx_kl", OnDevice(&approx_kl)),
-            ("losses/clipfrac", OnDevice(&Tensor::stack(&clipfracs, 0).mean(Kind::Float))),
+            ("losses/clipfrac", OnDevice(&Tensor::cat(&clipped, 0).mean(Kind::Float))),
             ("losses/explained_variance", OnHost(explained_var)),
             ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb_max_ratio_dev)),
-            ("debug/first_mb_clipfrac", OnDevice(&clipfracs[0])),
+            ("debug/first_mb_clipfrac", OnDevice(&clipped[0].mean(Kind::Float))),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
             ("debug/invalid_actions", OnHost(invalid_actions as f64)),
         ];
@@ -420,12 +419,11 @@ fn main() {
 
     if args.run.save_model {
         // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
-        // (from the valid ones, unless masking is off)
         let model_path = log.save(&vs, &args.run.exp_name);
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
         let mut action = vec![0i64; nvec.len()];
         log.eval(&play(make_env(&args.env_id).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
-            let obs = Tensor::from_slice(&env.obs).view([1, grid.iter().product::<i64>()]).to_device(device);
+            let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
             let mask = Tensor::from_slice(&env.masks).view([1, env.mask_dim as i64]).to_device(device);
             let (a, _, _, _) =
                 tch::no_grad(|| agent.get_action_and_value(&obs, None, args.invalid_action_masking.then_some(&mask)));

@@ -13,24 +13,16 @@
 //!   5. the MLMC loss: main and sync minibatches with identical indices, one optimizer step
 //!   6. the paper's network: a shared tanh trunk, log std initialized to −2.9
 //!
-//! This file restructures `ppo_continuous.rs` rather than adding a few lines to it (its diff is
-//! large); the parent's sections map to these: the rollout loop -> one rollout per level inside
-//! `for l in 0..n_levels`, with the sync samples taken beside the main ones; the storage ->
-//! `Rollout`; GAE -> `gae()`; the flattened batch -> `Batch::new`; the shuffled minibatches ->
-//! `Batch::shuffled`; the loss -> the same terms summed with signs over every batch's minibatch;
-//! logging -> the parent's columns for the finest level, plus per-level ratio and KL columns.
-//! Args, `make_env`, `Agent` (with the shared trunk of Multilevel 6) and the plumbing follow the
-//! parent's.
-//!
-//! Run: `cargo run --release --bin ppo_multilevel -- --levels 32,64,128 --level-steps 80,10,5`
-//! Writes `runs/<run-name>/` (docs/runs.md): the finest level's episodes (their return is the
-//! recovery factor), CleanRL's metrics plus ratio and KL columns per level for main and sync batches.
+//! This file restructures `ppo_continuous.rs` rather than adding to it: which of its parts stand for which of the
+//! parent's is in docs/ppo_multilevel.md.
+//! Run: `cargo run --release --bin ppo_multilevel -- --levels 32,64,128 --level-steps 80,10,5`; writes `runs/`: the
+//! finest level's episodes (the return is the recovery factor), CleanRL's metrics plus per-level ratio and KL columns.
+//! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
-use ppo_details::flags::*; // value parsers: the range in which each numeric flag can work
-use ppo_details::Logged::{OnDevice, OnHost}; // a logged value, on the host or on the device
-use ppo_details::{fail, parse_args, pick_device, play, to_host, unix_time, var, FlatAdam, RunArgs, RunLog, Start};
+use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start};
+use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use std::time::Instant;
 use tch::{nn, nn::Module, Device, Kind, Tensor};
 
@@ -130,9 +122,7 @@ struct Args {
     normalize: bool,
 }
 
-/// What the library needs to know of Args: this binary's name, where the flags it reads are, the
-/// defaults of --torch-threads and --env-threads (one libtorch thread for the small networks, every
-/// core for the reservoir simulations), and that `--resume` may extend the run by `--num-iterations`.
+/// What the library needs of Args: threads (1 for libtorch, every core for simulating); --resume may add iterations.
 impl ppo_details::Experiment for Args {
     const NAME: &'static str = env!("CARGO_BIN_NAME");
     const RESUME_MAY_CHANGE: &'static [&'static str] = &["num_iterations"];
@@ -151,23 +141,16 @@ impl ppo_details::Experiment for Args {
 fn check_args(a: &Args) -> Result<(), String> {
     let n_levels = a.levels.len();
     // Multilevel 1: one minibatch index drives every level, so all levels have as many minibatches
-    let minibatches: Vec<String> =
-        (0..n_levels).map(|l| format!("{}/{}", a.num_envs * a.level_steps[l], a.level_minibatch_size[l])).collect();
-    let counts: Vec<usize> = (0..n_levels).map(|l| a.num_envs * a.level_steps[l] / a.level_minibatch_size[l]).collect();
+    let counts: Vec<_> = a.level_steps.iter().zip(&a.level_minibatch_size).map(|(t, &m)| (a.num_envs * t, m)).collect();
     if a.level_steps.len() != n_levels || a.level_minibatch_size.len() != n_levels {
         Err(format!("--levels, --level-steps and --level-minibatch-size need one value per level ({n_levels} levels)"))
     } else if a.levels.windows(2).any(|w| w[0] >= w[1]) {
         Err(format!("--levels must go from coarse to fine (growing grid sizes), got {:?}", a.levels))
-    } else if (0..n_levels)
-        .any(|l| !(a.num_envs * a.level_steps[l]).is_multiple_of(a.level_minibatch_size[l]) || counts[l] != counts[0])
-    {
-        Err(format!(
-            "every level needs the same whole number of minibatches N T^l / M^l, got {}",
-            minibatches.join(", ")
-        ))
+    } else if counts.iter().any(|&(n, m)| !n.is_multiple_of(m) || n / m != counts[0].0 / counts[0].1) {
+        let got: Vec<_> = counts.iter().map(|(n, m)| format!("{n}/{m}")).collect();
+        Err(format!("every level needs the same whole number of minibatches N T^l / M^l, got {}", got.join(", ")))
     } else if a.norm_adv && a.level_minibatch_size.contains(&1) {
-        Err("--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); raise --level-minibatch-size"
-            .into())
+        Err("--norm-adv needs minibatches of 2 or more (the std of one is NaN); raise --level-minibatch-size".into())
     } else if a.normalize && n_levels > 1 {
         Err("--normalize works with one level only (each env would keep its own statistics)".into())
     } else if a.adaptive_lr && std::env::args().any(|f| f == "--anneal-lr" || f.starts_with("--anneal-lr=")) {
@@ -223,12 +206,8 @@ fn map_envs(coarse: &mut VecEnv<f32>, fine: &mut VecEnv<f32>, num_envs: usize) {
 
 /// Core 2: orthogonal weight init with the given gain, zero biases.
 fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
-    let config = nn::LinearConfig {
-        ws_init: nn::Init::Orthogonal { gain: std },
-        bs_init: Some(nn::Init::Const(0.0)),
-        bias: true,
-    };
-    nn::linear(p, in_dim, out_dim, config)
+    let init = nn::Init::Orthogonal { gain: std };
+    nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
 }
 
 /// tanh layers of the given sizes (names 0, 2, 4, ... as in a PyTorch Sequential), then an output
@@ -258,25 +237,17 @@ impl Agent {
     fn new(p: &nn::Path, obs_dim: i64, n_actions: i64, args: &Args) -> Agent {
         let sizes = [&[obs_dim][..], &args.hidden_sizes].concat();
         let last = sizes[sizes.len() - 1];
-        let (trunk, critic, actor) = if args.shared_trunk {
+        let (trunk, heads_in) = match args.shared_trunk {
             // Multilevel 6: SB3's MlpPolicy with net_arch [150, 100, 80]: one trunk, two linear heads
-            let trunk = mlp(&(p / "trunk"), &sizes, None);
-            (
-                trunk,
-                mlp(&(p / "critic"), &[last], Some((1, 1.0))),
-                mlp(&(p / "actor_mean"), &[last], Some((n_actions, 0.01))),
-            )
-        } else {
-            (
-                nn::seq(),
-                mlp(&(p / "critic"), &sizes, Some((1, 1.0))),
-                mlp(&(p / "actor_mean"), &sizes, Some((n_actions, 0.01))),
-            )
+            true => (mlp(&(p / "trunk"), &sizes, None), vec![last]),
+            false => (nn::seq(), sizes),
         };
+        let critic = mlp(&(p / "critic"), &heads_in, Some((1, 1.0)));
+        let actor_mean = mlp(&(p / "actor_mean"), &heads_in, Some((n_actions, 0.01)));
         // Continuous 2: state-independent log std (Multilevel 6: initialized to --log-std-init)
         let actor_logstd = p.var("actor_logstd", &[1, n_actions], nn::Init::Const(args.log_std_init));
         let obs_rms = p.add("obs_rms", Tensor::zeros([2 * obs_dim + 1], (Kind::Double, p.device())), false);
-        Agent { trunk, critic, actor_mean: actor, actor_logstd, obs_rms }
+        Agent { trunk, critic, actor_mean, actor_logstd, obs_rms }
     }
 
     fn get_value(&self, x: &Tensor) -> Tensor {
@@ -313,23 +284,18 @@ impl Agent {
 
 fn main() {
     let args: Args = parse_args();
-    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, unix_time());
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, ppo_details::unix_time());
     // Bad input: one line naming the problem, exit code 2, nothing written.
     check_args(&args).unwrap_or_else(|e| fail(2, e));
     // Multilevel 2: per level its own envs; for l > 0 also envs on level l−1 for the sync samples
-    let make = |nx: usize| -> Result<(VecEnv<f32>, Vec<envs::SharedRms>), String> {
-        let env_fns = (0..args.num_envs)
-            .map(|_| make_env(&args, nx, None))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?;
-        let (env_fns, stats): (Vec<_>, Vec<_>) = env_fns.into_iter().unzip();
-        Ok((VecEnv::new(env_fns).with_threads(args.run.env_threads), stats.concat()))
-    };
     let (num_envs, n_levels) = (args.num_envs, args.levels.len());
-    let level_envs: Result<Vec<_>, String> = args.levels.iter().map(|&nx| make(nx)).collect();
-    let (mut level_envs, level_stats): (Vec<_>, Vec<_>) = level_envs.unwrap_or_else(|e| fail(2, e)).into_iter().unzip();
-    let (mut sync_envs, sync_stats): (Vec<_>, Vec<_>) =
-        args.levels[..n_levels - 1].iter().map(|&nx| make(nx).unwrap_or_else(|e| fail(2, e))).unzip();
+    let make = |&nx: &usize| {
+        let env_fns: Vec<_> = (0..num_envs).map(|_| make_env(&args, nx, None).unwrap_or_else(|e| fail(2, e))).collect();
+        let (env_fns, stats): (Vec<_>, Vec<_>) = env_fns.into_iter().unzip();
+        (VecEnv::new(env_fns).with_threads(args.run.env_threads), stats.concat())
+    };
+    let (mut level_envs, level_stats): (Vec<_>, Vec<_>) = args.levels.iter().map(make).unzip();
+    let (mut sync_envs, sync_stats): (Vec<_>, Vec<_>) = args.levels[..n_levels - 1].iter().map(make).unzip();
     // every env's running statistics, for the checkpoints
     let all_stats = [&level_stats[..], &sync_stats[..]].concat().concat();
     let num_minibatches = num_envs * args.level_steps[0] / args.level_minibatch_size[0];
@@ -346,12 +312,9 @@ fn main() {
         (Space::Box { shape, .. }, Space::Box { shape: a, .. }) if shape.len() == 1 && a.len() == 1 => {
             (shape[0] as i64, a[0] as i64)
         }
-        (o, a) => fail(
-            2,
-            format!("{}: {o} observations, {a} actions; {} needs 1-D Boxes", args.env_id, env!("CARGO_BIN_NAME")),
-        ),
+        (o, a) => fail(2, format!("{}: {o} observations, {a} actions; ppo_multilevel needs 1-D Boxes", args.env_id)),
     };
-    let vs = nn::VarStore::new(device);
+    let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args);
     // Core 3: Adam with epsilon 1e-5
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
@@ -372,7 +335,6 @@ fn main() {
     let mut lr = start.learning_rate.unwrap_or(args.learning_rate);
 
     for iteration in start.iteration + 1..=num_iterations {
-        let mut env_seconds = 0.0;
         // Core 4: learning-rate annealing, linearly to 0 (Extra 1: --adaptive-lr carries it on instead)
         let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
         if !args.adaptive_lr {
@@ -388,15 +350,14 @@ fn main() {
         for l in 0..n_levels {
             let envs = (&mut level_envs[l], l.checked_sub(1).map(|c| &mut sync_envs[c]));
             let (next_done, global_step) = (&mut next_done[l], &mut global_step);
-            env_seconds +=
-                collect_level(&args, &agent, device, l, envs, next_done, global_step, &mut log, &mut batches);
+            collect_level(&args, &agent, device, l, envs, next_done, global_step, &mut log, &mut batches);
         }
         let fine = batches.iter().rposition(|b| b.sign > 0.0).expect("a main batch"); // the finest level's main batch
 
         // Optimizing the policy and value network
         let learn_start = Instant::now();
         let (mut first_minibatch, mut last) = (Vec::new(), None);
-        let mut ratios = Vec::new();
+        let mut clipped = Vec::new(); // the finest main batch's: which ratios the surrogate clipped
         let (mut last_kl, mut epochs): (Vec<Tensor>, _) = ((0..batches.len()).map(|_| Tensor::from(0f32)).collect(), 0);
         // Extra 1: the rollout's policy on the finest main batch (the weights have not moved since), and the
         // last KL the rule saw
@@ -408,11 +369,8 @@ fn main() {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch, one
             // permutation per level for its main and sync batches alike (each batch gathered in its
             // level's shuffled order once per epoch; minibatches are slices of it)
-            let perms: Vec<Tensor> = args
-                .level_steps
-                .iter()
-                .map(|t| Tensor::randperm((t * num_envs) as i64, (Kind::Int64, device)))
-                .collect();
+            let perm = |t: &usize| Tensor::randperm((t * num_envs) as i64, (Kind::Int64, device));
+            let perms: Vec<Tensor> = args.level_steps.iter().map(perm).collect();
             let mbs: Vec<Minibatches> =
                 batches.iter().map(|b| b.shuffled(&perms[b.level], args.level_minibatch_size[b.level])).collect();
             for start in 0..num_minibatches {
@@ -436,14 +394,13 @@ fn main() {
 
                     // Core 12: debug variables (the clip fraction from the finest main batch's ratios after
                     // the update; the KL estimates of each batch's last minibatch: the ones logged and checked)
-                    if batch.index == fine {
-                        ratios.push(ratio.detach());
-                    }
+                    let clips = tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).to_kind(Kind::Float));
                     if epoch == 0 && start == 0 {
                         // the policy has not moved yet: the ratio must be exactly 1 here
-                        first_minibatch.push(tch::no_grad(|| {
-                            ((&ratio - 1.0).abs().max(), clipfrac(&[ratio.detach()], clip_coef))
-                        }));
+                        first_minibatch.push((tch::no_grad(|| (&ratio - 1.0).abs().max()), clips.mean(Kind::Float)));
+                    }
+                    if batch.index == fine {
+                        clipped.push(clips);
                     }
                     let kl = (start == num_minibatches - 1).then(|| {
                         tch::no_grad(|| {
@@ -462,7 +419,7 @@ fn main() {
                         fine_terms = Some((pg_loss, v_loss, entropy_loss, kl));
                     }
                 }
-                let mlmc_loss = Tensor::stack(&terms, 0).sum(Kind::Float);
+                let loss = Tensor::stack(&terms, 0).sum(Kind::Float); // loss_MLMC
 
                 if let Some(old_mus) = &old_mus {
                     // Extra 1: KL-adaptive learning rate (TUM report 3.6, rsl_rl), from the KL of the finest
@@ -476,21 +433,13 @@ fn main() {
                 }
 
                 optimizer.zero_grad();
-                mlmc_loss.backward();
+                loss.backward();
                 // Core 11: global gradient-norm clipping
                 let grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
                 optimizer.step(lr);
                 let (pg_loss, v_loss, entropy_loss, kl) = fine_terms.expect("the finest main batch");
                 if let Some((old_approx_kl, approx_kl)) = kl {
-                    last = Some(LastMinibatch {
-                        pg_loss,
-                        v_loss,
-                        entropy_loss,
-                        old_approx_kl,
-                        approx_kl,
-                        grad_norm,
-                        loss: mlmc_loss,
-                    });
+                    last = Some(Last { pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss });
                 }
             }
             // Aux 3: early stopping once the KL of the last minibatch passes the target (the
@@ -514,7 +463,7 @@ fn main() {
         let var_y = var(b_returns.iter().map(|&y| y as f64));
         let residuals = b_returns.iter().zip(b_values.iter()).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
-        let clip_fraction = clipfrac(&ratios, clip_coef);
+        let clip_fraction = Tensor::cat(&clipped, 0).mean(Kind::Float);
         let mut row: Vec<(String, ppo_details::Logged)> = [
             ("iteration", OnHost(iteration as f64)),
             ("global_step", OnHost(global_step as f64)),
@@ -536,11 +485,13 @@ fn main() {
         .map(|(name, value)| (name.to_string(), value))
         .into();
         for (batch, ((dev, clip), kl)) in batches.iter().zip(first_minibatch.iter().zip(&last_kl)) {
-            row.push((format!("debug/{}_first_mb_max_ratio_dev", batch.name), OnDevice(dev)));
-            row.push((format!("debug/{}_first_mb_clipfrac", batch.name), OnDevice(clip)));
-            row.push((format!("losses/{}_approx_kl", batch.name), OnDevice(kl)));
+            let name = format!("l{}{}", batch.level + 1, if batch.sign > 0.0 { "" } else { "_sync" });
+            row.push((format!("debug/{name}_first_mb_max_ratio_dev"), OnDevice(dev)));
+            row.push((format!("debug/{name}_first_mb_clipfrac"), OnDevice(clip)));
+            row.push((format!("losses/{name}_approx_kl"), OnDevice(kl)));
         }
         let row: Vec<(&str, ppo_details::Logged)> = row.iter().map(|(name, value)| (name.as_str(), *value)).collect();
+        let env_seconds = level_envs.iter_mut().chain(&mut sync_envs).map(|envs| envs.take_step_seconds()).sum();
         log.update(&row, &last.loss, env_seconds, learn_start);
         log.checkpoint(&optimizer, &all_stats);
     }
@@ -548,19 +499,30 @@ fn main() {
     if args.run.save_model {
         if let Some(stats) = level_stats[n_levels - 1].first() {
             let rms = stats.lock().clone(); // env 0's observation statistics go into the model file
-            tch::no_grad(|| {
-                agent.obs_rms.shallow_clone().copy_(&Tensor::from_slice(&[rms.mean, rms.var, vec![rms.count]].concat()))
-            });
+            let rms = Tensor::from_slice(&[rms.mean, rms.var, vec![rms.count]].concat());
+            tch::no_grad(|| agent.obs_rms.shallow_clone().copy_(&rms));
         }
+        // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
+        // on the finest level, the observations normalized with the statistics in that file
         let model_path = log.save(&vs, &args.run.exp_name);
-        log.eval(&evaluate(&model_path, &args, obs_dim, n_actions, device));
+        vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
+        let v = Vec::<f64>::try_from(agent.obs_rms.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e));
+        let d = obs_dim as usize;
+        let rms = envs::RunningMeanStd { mean: v[..d].to_vec(), var: v[d..2 * d].to_vec(), count: v[2 * d] };
+        let env = make_env(&args, args.levels[n_levels - 1], Some(rms)).unwrap_or_else(|e| fail(1, e)).0;
+        let mut action = vec![0f32; n_actions as usize];
+        log.eval(&play(env, args.run.seed, |env| {
+            let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
+            let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
+            a.to_device(Device::Cpu).copy_data(&mut action, n_actions as usize);
+            env.step(Action::Continuous(&action));
+        }));
     }
 }
 
 /// Multilevel 2-4, collecting one level: `--level-steps` steps of level `l`'s envs from where they
 /// stood (the main samples) and, for l > 0, level l−1's envs put in each fine state and stepped
-/// with the same action (the sync samples); pushes the level's batch and its sync batch. Returns
-/// the seconds the envs took to step.
+/// with the same action (the sync samples); pushes the level's batch and its sync batch.
 #[allow(clippy::too_many_arguments)] // the run's state a level advances, each named
 fn collect_level(
     args: &Args,
@@ -572,11 +534,10 @@ fn collect_level(
     global_step: &mut u64,
     log: &mut RunLog,
     batches: &mut Vec<Batch>,
-) -> f64 {
+) {
     let (num_envs, num_steps, n_levels) = (args.num_envs, args.level_steps[l], args.levels.len());
     let (obs_dim, n_actions) = ((envs.obs.len() / num_envs) as i64, agent.actor_logstd.size()[1]);
     let mut action_buf = vec![0f32; num_envs * n_actions as usize];
-    let mut env_seconds = 0.0;
     // storage: the main samples and the sync samples (on level l−1), same actions and dones
     let (mut main, mut sync) = (Rollout::new(num_steps, num_envs), Rollout::new(num_steps, num_envs));
     let mut actions = Vec::new();
@@ -590,15 +551,11 @@ fn collect_level(
             // Multilevel 3: level l−1 in this level's state, valued and stepped with the same
             // action; V~ and log π~ come from a forward pass that samples nothing (the
             // reference drew an extra action for V~)
-            let env_start = Instant::now();
             map_envs(coarse, envs, num_envs);
-            env_seconds += env_start.elapsed().as_secs_f64();
             let coarse_obs = Tensor::from_slice(&coarse.obs).view([num_envs as i64, obs_dim]).to_device(device);
             let (_, sync_logprob, _, sync_value) =
                 tch::no_grad(|| agent.get_action_and_value(&coarse_obs, Some(&action)));
-            let env_start = Instant::now();
             coarse.step(Action::Continuous(&action_buf));
-            env_seconds += env_start.elapsed().as_secs_f64();
             sync.rewards[step].copy_from_slice(&coarse.rewards);
             sync.dones[step].copy_from_slice(next_done); // Multilevel 4: the fine episode boundaries
             sync.obs.push(coarse_obs);
@@ -610,9 +567,7 @@ fn collect_level(
         main.logprobs.push(logprob);
         main.value_ts.push(value.view([-1]));
 
-        let env_start = Instant::now();
         envs.step(Action::Continuous(&action_buf)); // Continuous 5: the unclipped sample is stored
-        env_seconds += env_start.elapsed().as_secs_f64();
         main.rewards[step].copy_from_slice(&envs.rewards);
         // termination and truncation both end the episode (ressim has no truncation)
         for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
@@ -629,7 +584,7 @@ fn collect_level(
     main.values_to_host();
     let advantages = gae(args, &main, next_done, &next_value);
     let b_actions = Tensor::cat(&actions, 0);
-    batches.push(Batch::new(format!("l{}", l + 1), (l, batches.len()), 1.0, main, advantages, &b_actions, device));
+    batches.push(Batch::new((l, batches.len()), 1.0, main, advantages, &b_actions, device));
     if let Some(coarse) = coarse_envs {
         // Multilevel 4: GAE on the sync samples with the fine episode boundaries,
         // bootstrapped from level l−1 put in the fine state after the last step
@@ -638,17 +593,8 @@ fn collect_level(
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
         sync.values_to_host();
         let advantages = gae(args, &sync, next_done, &next_value);
-        batches.push(Batch::new(
-            format!("l{}_sync", l + 1),
-            (l, batches.len()),
-            -1.0,
-            sync,
-            advantages,
-            &b_actions,
-            device,
-        ));
+        batches.push(Batch::new((l, batches.len()), -1.0, sync, advantages, &b_actions, device));
     }
-    env_seconds
 }
 
 /// One batch's PPO loss on its minibatch `start`, as the parent computes it (Cores 7-10), from the
@@ -706,9 +652,9 @@ impl Rollout {
     fn new(num_steps: usize, num_envs: usize) -> Rollout {
         let rows = vec![vec![0f32; num_envs]; num_steps];
         Rollout {
-            obs: Vec::new(),
-            logprobs: Vec::new(),
-            value_ts: Vec::new(),
+            obs: vec![],
+            logprobs: vec![],
+            value_ts: vec![],
             rewards: rows.clone(),
             dones: rows.clone(),
             values: rows,
@@ -751,7 +697,6 @@ fn gae(args: &Args, r: &Rollout, next_done: &[f32], next_value: &[f32]) -> Vec<V
 /// One batch of the MLMC loss (`sign` +1 for a level's main samples, −1 for its sync samples),
 /// flattened as the parent flattens its batch: row step * num_envs + env.
 struct Batch {
-    name: String,
     level: usize,
     index: usize,
     sign: f64,
@@ -766,8 +711,8 @@ struct Batch {
 }
 
 impl Batch {
+    /// Level `level`'s main batch (`sign` 1) or its sync batch (−1), the `index`th batch of the update.
     fn new(
-        name: String,
         (level, index): (usize, usize),
         sign: f64,
         r: Rollout,
@@ -783,7 +728,6 @@ impl Batch {
             (to_device(&b_advantages), to_device(&b_returns), Tensor::cat(&r.value_ts, 0));
         let b_actions = b_actions.shallow_clone();
         Batch {
-            name,
             level,
             index,
             sign,
@@ -844,33 +788,8 @@ fn adapt_lr(lr: f64, kl: f64, desired_kl: f64) -> f64 {
     }
 }
 
-/// The fraction of the update's ratios that the surrogate clipped, |ratio - 1| > clip_coef (the
-/// mean over minibatches of their fractions: all minibatches have the same size).
-fn clipfrac(ratios: &[Tensor], clip_coef: f64) -> Tensor {
-    (Tensor::cat(ratios, 0) - 1.0).abs().gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float)
-}
-
-/// Loads the saved weights into a fresh agent and plays 10 episodes with sampled actions
-/// on the finest level.
-fn evaluate(path: &std::path::Path, args: &Args, obs_dim: i64, n_actions: i64, device: Device) -> Vec<f64> {
-    let mut vs = nn::VarStore::new(device);
-    let agent = Agent::new(&vs.root(), obs_dim, n_actions, args);
-    vs.load(path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", path.display())));
-    let (v, d) =
-        (Vec::<f64>::try_from(agent.obs_rms.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e)), obs_dim as usize);
-    let rms = envs::RunningMeanStd { mean: v[..d].to_vec(), var: v[d..2 * d].to_vec(), count: v[2 * d] };
-    let finest = args.levels[args.levels.len() - 1];
-    let mut action = vec![0f32; n_actions as usize];
-    play(make_env(args, finest, Some(rms)).unwrap_or_else(|e| fail(1, e)).0, args.run.seed, |env| {
-        let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-        let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
-        a.to_device(Device::Cpu).copy_data(&mut action, n_actions as usize);
-        env.step(Action::Continuous(&action));
-    })
-}
-
 /// The finest main batch's last minibatch: its losses and statistics are the ones logged.
-struct LastMinibatch {
+struct Last {
     pg_loss: Tensor,
     v_loss: Tensor,
     entropy_loss: Tensor,
