@@ -165,11 +165,8 @@ impl Agent {
     /// envs ended before step t (`done` on the host, so finding where to cut costs no device sync).
     fn get_states(&self, x: &Tensor, lstm_state: &LSTMState, done: &Tensor, ended: &[bool]) -> (Tensor, LSTMState) {
         // Atari 9: scale pixels to [0, 1]
-        let hidden = if self.pixels {
-            self.network.forward(&(x.view([-1, 1, 84, 84]) / 255.0))
-        } else {
-            self.network.forward(x)
-        };
+        let x = if self.pixels { x.view([-1, 1, 84, 84]) / 255.0 } else { x.shallow_clone() };
+        let hidden = self.network.forward(&x);
         let batch = lstm_state.h().size()[1];
         let (hidden, done) = (hidden.view([-1, batch, hidden.size()[1]]), done.view([-1, batch, 1]));
         let (mut h, mut c) = (lstm_state.h(), lstm_state.c());
