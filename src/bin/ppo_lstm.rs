@@ -152,9 +152,8 @@ impl Agent {
             nn::seq().add(layer_init(&net / 0, obs_dim, 64, s2)).add_fn(|x| x.tanh())
         };
         // LSTM 1: orthogonal weights with gain 1, zero biases
-        let (orthogonal, input_size) = (nn::Init::Orthogonal { gain: 1.0 }, if pixels { 512 } else { 64 });
-        let config =
-            nn::RNNConfig { w_ih_init: orthogonal, w_hh_init: orthogonal, batch_first: false, ..Default::default() };
+        let (init, input_size) = (nn::Init::Orthogonal { gain: 1.0 }, if pixels { 512 } else { 64 });
+        let config = nn::RNNConfig { w_ih_init: init, w_hh_init: init, batch_first: false, ..Default::default() };
         let lstm = nn::lstm(p / "lstm", input_size, 128, config); // tch makes the biases zero
         let (critic, actor) = (layer_init(p / "critic", 128, 1, 1.0), layer_init(p / "actor", 128, n_actions, 0.01));
         Agent { network, lstm, critic, actor, pixels }

@@ -1,9 +1,8 @@
 //! # ppo_multidiscrete_mask: PPO with invalid action masking, a diff of `ppo_atari.rs`
 //!
-//! The blog's `ppo_multidiscrete_mask.py`: `ppo_atari.rs` with a `MultiDiscrete` action (one categorical per component,
-//! `// MultiDiscrete 1`) whose invalid entries are masked out (`// Aux 4`), the env's masks stored and minibatched with
-//! the observations, and the blog's small CNN on a one-hot grid (no Atari wrappers): MicroRTS's real engine
-//! (`envs::microrts`), or the native GridHarvest-v0. `--invalid-action-masking false` is the ablation.
+//! The blog's `ppo_multidiscrete_mask.py`: `ppo_atari.rs` with a `MultiDiscrete` action (`// MultiDiscrete 1`) whose
+//! invalid entries are masked (`// Aux 4`), and the blog's small CNN on a one-hot grid: MicroRTS's real engine
+//! (`envs::microrts`) or the native GridHarvest-v0. `--invalid-action-masking false` is the ablation.
 //! Run: `cargo run --release --bin ppo_multidiscrete_mask -- --env-id MicrortsMining-v1 --seed 1`; writes `runs/`.
 //! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
