@@ -159,9 +159,8 @@ impl Agent {
         Agent { network, lstm, critic, actor, pixels }
     }
 
-    /// The LSTM's outputs for T steps of B envs (row t * B + b of `x` and `done`) from `lstm_state`,
-    /// and the state after the last step; `ended[t]`, on the host, says whether an episode of these
-    /// envs ended before step t (`done` on the host, so finding where to cut costs no device sync).
+    /// The LSTM's outputs for T steps of B envs (row t * B + b of `x` and `done`) from `lstm_state`, and the state
+    /// after the last; `ended[t]`, on the host (finding the cuts costs no device sync): an episode ended before step t.
     fn get_states(&self, x: &Tensor, lstm_state: &LSTMState, done: &Tensor, ended: &[bool]) -> (Tensor, LSTMState) {
         // Atari 9: scale pixels to [0, 1]
         let x = if self.pixels { x.view([-1, 1, 84, 84]) / 255.0 } else { x.shallow_clone() };
@@ -169,8 +168,7 @@ impl Agent {
         let batch = lstm_state.h().size()[1];
         let (hidden, done) = (hidden.view([-1, batch, hidden.size()[1]]), done.view([-1, batch, 1]));
         let (mut h, mut c) = (lstm_state.h(), lstm_state.c());
-        let steps = hidden.size()[0];
-        let (mut new_hidden, mut t) = (Vec::new(), 0);
+        let (mut new_hidden, mut t, steps) = (Vec::new(), 0, hidden.size()[0]);
         while t < steps {
             // one libtorch call for each run of steps in which no episode ends (CleanRL calls the LSTM
             // once per step; the result is the same)
