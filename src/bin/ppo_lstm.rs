@@ -91,9 +91,7 @@ fn check_args(a: &Args) -> Result<(), String> {
 /// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
 /// Its pixels as f32; a 1-D env (not in CleanRL) as `ppo.rs` makes it.
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
-    if rom_name(env_id).is_none() {
-        return Ok(Box::new(RecordEpisodeStatistics::new(envs::make(env_id)?)));
-    }
+    let Some(_) = rom_name(env_id) else { return Ok(Box::new(RecordEpisodeStatistics::new(envs::make(env_id)?))) };
     let env = AtariEnv::new(env_id)?;
     let has_fire = env.has_fire();
     let env = RecordEpisodeStatistics::new(RecordVideo::new(env, video_dir)?); // innermost: raw game scores
