@@ -132,9 +132,8 @@ pub struct RunLog {
     num_iterations: usize,
     /// the last update's iteration, global_step and learning rate, for the checkpoint after it
     last: (usize, u64, f64),
-    /// when this process started, and at which step: the time left is estimated from the steps since
-    resumed: (Instant, u64),
-    total_steps: u64,
+    /// when this process started, and at which iteration: the time left is estimated from the pace since
+    resumed: (Instant, usize),
 }
 
 impl RunLog {
@@ -142,7 +141,8 @@ impl RunLog {
     /// another run (e.g. one started in the same second) has that name; with `--resume`, opens the
     /// run's directory again. Either way this process takes the run's lock first (one writer per
     /// run: a second is refused with exit code 2, having changed nothing); other failures exit with 1.
-    pub fn create<A: Experiment>(run_name: &str, args: &A, device: &str, total_steps: u64, start: &Start) -> RunLog {
+    /// `device` is the device line (recorded in args.json); the run's length is `start`'s.
+    pub fn create<A: Experiment>(run_name: &str, args: &A, device: &str, start: &Start) -> RunLog {
         let dir = match &args.run().resume {
             Some(dir) => dir.clone(),
             None => new_run_dir(run_name).unwrap_or_else(|e| fail(1, format!("cannot create runs/{run_name}: {e}"))),
@@ -159,7 +159,7 @@ impl RunLog {
                 fail(2, format!("{}: its checkpoint changed while this process started; resume again", dir.display()));
             }
         }
-        let log = RunLog::open(dir, lock, args, device, total_steps, start);
+        let log = RunLog::open(dir, lock, args, device, start);
         log.unwrap_or_else(|e| fail(1, format!("cannot write runs/{run_name}: {e}")))
     }
 
@@ -171,7 +171,6 @@ impl RunLog {
         lock: RunLock,
         args: &A,
         device: &str,
-        total_steps: u64,
         start: &Start,
     ) -> std::io::Result<RunLog> {
         let (updates_kept, episodes_kept) = kept_logs(&dir, start)?;
@@ -210,9 +209,9 @@ impl RunLog {
         };
         let (episodes, updates) = (append("episodes.csv")?, append("updates.csv")?);
         let bar = std::io::stderr().is_terminal().then(|| {
-            let template = "{elapsed_precise} [{wide_bar}] {pos}/{len} steps, {eta_precise} left, {msg}";
+            let template = "{elapsed_precise} [{wide_bar}] {pos}/{len} updates, {eta_precise} left, {msg}";
             let style = ProgressStyle::with_template(template).expect("valid template");
-            ProgressBar::new(total_steps).with_style(style).with_position(start.global_step)
+            ProgressBar::new(start.num_iterations as u64).with_style(style).with_position(start.iteration as u64)
         });
         let return_column = episodes_kept.0.iter().position(|h| h == "charts/episodic_return").unwrap_or(1);
         let returns = episodes_kept.1.iter().rev().take(20).rev();
@@ -237,8 +236,7 @@ impl RunLog {
             env_id: args.env_id().to_string(),
             num_iterations: start.num_iterations,
             last: (start.iteration, start.global_step, f64::NAN),
-            resumed: (Instant::now(), start.global_step),
-            total_steps,
+            resumed: (Instant::now(), start.iteration),
         })
     }
 
@@ -311,16 +309,16 @@ impl RunLog {
         let msg = format!("SPS {}, return (last 20) {mean:.1}", get("charts/SPS"));
         match &self.bar {
             Some(bar) => {
-                bar.set_position(get("global_step") as u64);
+                bar.set_position(get("iteration") as u64);
                 bar.set_message(msg);
             }
             None if self.rows.is_multiple_of(iterations.div_ceil(50)) || self.rows == iterations => {
                 // the time left at this process's pace so far
-                let ((since, first_step), step) = (self.resumed, get("global_step"));
-                let pace = since.elapsed().as_secs_f64() / (step - first_step as f64);
-                let left = (pace * (self.total_steps as f64 - step)) as u64;
+                let ((since, first), iteration) = (self.resumed, get("iteration"));
+                let pace = since.elapsed().as_secs_f64() / (iteration - first as f64);
+                let left = (pace * (iterations as f64 - iteration)) as u64;
                 let eta = format!("{:02}:{:02}:{:02}", left / 3600, left / 60 % 60, left % 60);
-                println!("update {}/{iterations}, global_step {step}, {eta} left, {msg}", self.rows);
+                println!("update {}/{iterations}, global_step {}, {eta} left, {msg}", self.rows, get("global_step"));
             }
             None => {}
         }
@@ -855,7 +853,7 @@ mod tests {
         let args = Args { run: RunArgs { resume: None, ..run_args() }, env_id: "CartPole-v1".into() };
         let start = Start::new(&args, 7, &mut make().2, &[]);
         let lock = RunLock::take(dir.path(), "ppo").expect("lock");
-        let mut log = RunLog::open(dir.path().to_path_buf(), lock, &args, "cpu", 700, &start).expect("run log");
+        let mut log = RunLog::open(dir.path().to_path_buf(), lock, &args, "cpu", &start).expect("run log");
         let row = [("iteration", 7.0), ("global_step", 700.0), ("charts/learning_rate", 1e-3)]
             .map(|(n, v)| (n, Logged::OnHost(v)));
         log.update(&row, &Tensor::from(0f32), 0.0, Instant::now());

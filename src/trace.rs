@@ -12,6 +12,8 @@ use tch::{nn, Device, Tensor};
 /// What a run traces (see the module's header); every call does nothing without PPO_TRACE.
 pub struct Trace {
     path: Option<std::path::PathBuf>,
+    /// the network's weights (handles that share the VarStore's storage: they read its current values)
+    variables: Vec<(String, Tensor)>,
     tensors: Vec<(String, Tensor)>,
     epochs: usize,
     /// the updates traced so far, and how many to trace (PPO_TRACE_UPDATES, 1 by default)
@@ -19,18 +21,20 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// Starts the trace with the initial weights.
+    /// Starts the trace with the initial weights; the weights after each traced update are `vs`'s too.
     pub fn start(vs: &nn::VarStore) -> Trace {
         let path = std::env::var_os("PPO_TRACE").map(Into::into);
         let wanted = std::env::var("PPO_TRACE_UPDATES").ok().and_then(|n| n.parse().ok()).unwrap_or(1);
-        let mut trace = Trace { path, tensors: Vec::new(), epochs: 0, updates: (0, wanted) };
-        trace.weights("init", vs);
+        let mut variables: Vec<_> = vs.variables().into_iter().collect();
+        variables.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut trace = Trace { path, variables, tensors: Vec::new(), epochs: 0, updates: (0, wanted) };
+        trace.weights("init");
         trace
     }
 
-    fn weights(&mut self, prefix: &str, vs: &nn::VarStore) {
+    fn weights(&mut self, prefix: &str) {
         if self.path.is_some() {
-            for (name, t) in vs.variables() {
+            for (name, t) in &self.variables {
                 self.tensors.push((format!("{prefix}.{name}"), t.to_device(Device::Cpu).copy()));
             }
         }
@@ -57,7 +61,6 @@ impl Trace {
     /// last one, later calls do nothing. Fails with exit code 1.
     pub fn finish(
         &mut self,
-        vs: &nn::VarStore,
         row: &[(&str, crate::run::Logged)],
         [obs, actions, next_obs]: [&Tensor; 3],
         [rewards, dones]: [&[Vec<f32>]; 2],
@@ -66,7 +69,7 @@ impl Trace {
         let Some(path) = self.path.clone() else { return };
         self.updates.0 += 1;
         let prefix = if self.updates.0 == 1 { String::new() } else { format!("u{}.", self.updates.0) };
-        self.weights(&format!("{prefix}after"), vs);
+        self.weights(&format!("{prefix}after"));
         let host = |rows: &[Vec<f32>]| Tensor::from_slice(&rows.concat());
         let rollout = [("obs", obs.to_device(Device::Cpu)), ("actions", actions.to_device(Device::Cpu))];
         let rollout = rollout.into_iter().chain([("rewards", host(rewards)), ("dones", host(dones))]);

@@ -189,7 +189,7 @@ fn main() {
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
     // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
     let start = Start::new(&args, num_iterations, &mut optimizer, &[]);
-    let mut log = RunLog::create(&run_name, &args, &device_name, (num_iterations * batch_size) as u64, &start);
+    let mut log = RunLog::create(&run_name, &args, &device_name, &start);
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
@@ -357,7 +357,7 @@ fn main() {
             ("debug/first_mb_clipfrac", OnDevice(&clipped[0].mean(Kind::Float))),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
         ];
-        trace.finish(&vs, &row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
+        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         log.update(&row, &loss, envs.take_step_seconds(), learning_start);
         log.checkpoint(&optimizer, &[]);
     }

@@ -252,9 +252,7 @@ fn main() {
         tch::manual_seed((start.seed + rank as u64) as i64); // Aux 2: each rank its own way, as at the start
     }
     // Aux 2: rank 0 alone writes the run directory; episodes.csv names each episode's rank
-    let total_steps = (num_iterations * batch_size * world_size) as u64;
-    let mut log =
-        (rank == 0).then(|| RunLog::create(&run_name, &args, &device_name, total_steps, &start).with_ranks(world_size));
+    let mut log = (rank == 0).then(|| RunLog::create(&run_name, &args, &device_name, &start).with_ranks(world_size));
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
@@ -448,7 +446,7 @@ fn main() {
         for (episode_rank, step, r, l) in episodes {
             log.episode_of_rank(episode_rank, step, r, l);
         }
-        trace.finish(&vs, &row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
+        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         log.update(&row, &loss, envs.take_step_seconds(), learning_start);
         // Aux 2: baselines' check_synced, after every update
         if !in_sync {

@@ -320,10 +320,7 @@ fn main() {
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
     // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
     let start = Start::new(&args, num_iterations, &mut optimizer, &all_stats);
-
-    let steps_per_iteration: usize = args.level_steps.iter().map(|t| t * num_envs).sum();
-    let total_steps = (num_iterations * steps_per_iteration) as u64;
-    let mut log = RunLog::create(&run_name, &args, &device_name, total_steps, &start);
+    let mut log = RunLog::create(&run_name, &args, &device_name, &start);
 
     // start the game: every level's envs from the same seeds (with --resume: where the checkpoint
     // stood, in fresh episodes)
