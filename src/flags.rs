@@ -31,25 +31,31 @@ pub fn plain_name(s: &str) -> Result<String, String> {
     plain.then(|| s.to_string()).ok_or_else(|| "must be a plain name, without '/', '\\' or '..'".into())
 }
 
-/// The flags that shape a rollout in most binaries, for the combinations no value parser sees
-/// (`experiment!` fills it from the fields of the same names).
+/// The flags that shape a rollout, for the combinations no value parser sees (`experiment!` fills it
+/// from the fields of the same names).
 pub struct Rollout {
     pub num_envs: usize,
     pub num_steps: usize,
     pub num_minibatches: usize,
     pub total_timesteps: u64,
     pub norm_adv: bool,
+    /// a data-parallel run's ranks, each collecting such a rollout (its envs are `--local-num-envs`);
+    /// none for one process (`--num-envs`)
+    pub ranks: Option<usize>,
 }
 
 impl Rollout {
-    /// CleanRL's batch (`num_envs * num_steps`) must split into whole minibatches, the run must hold
-    /// one batch, and per-minibatch advantage normalization needs minibatches of 2 or more samples.
+    /// CleanRL's batch (`num_envs * num_steps`, a rank's) must split into whole minibatches, the run
+    /// must hold one batch (of all ranks), and per-minibatch advantage normalization needs minibatches
+    /// of 2 or more samples.
     pub fn check(&self) -> Result<(), String> {
         let (batch_size, n, total) = (self.num_envs * self.num_steps, self.num_minibatches, self.total_timesteps);
+        let envs = if self.ranks.is_some() { "--local-num-envs" } else { "--num-envs" };
+        let (all, x_ranks) = self.ranks.map_or((batch_size, ""), |ranks| (batch_size * ranks, " x ranks"));
         if !batch_size.is_multiple_of(n) {
-            Err(format!("--num-envs x --num-steps ({batch_size}) must be divisible by --num-minibatches ({n})"))
-        } else if total < batch_size as u64 {
-            Err(format!("--total-timesteps ({total}) is below one batch (--num-envs x --num-steps = {batch_size})"))
+            Err(format!("{envs} x --num-steps ({batch_size}) must be divisible by --num-minibatches ({n})"))
+        } else if total < all as u64 {
+            Err(format!("--total-timesteps ({total}) is below one batch ({envs} x --num-steps{x_ranks} = {all})"))
         } else if self.norm_adv && batch_size / n < 2 {
             Err("--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); lower --num-minibatches"
                 .into())

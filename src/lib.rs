@@ -145,8 +145,9 @@ macro_rules! experiment {
             fn check(&self) -> Result<(), String> {
                 ($check)(self)?;
                 let (num_envs, num_steps, num_minibatches) = (self.num_envs, self.num_steps, self.num_minibatches);
-                let (total_timesteps, norm_adv) = (self.total_timesteps, self.norm_adv);
-                $crate::flags::Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv }.check()
+                let (total_timesteps, norm_adv, ranks) = (self.total_timesteps, self.norm_adv, None);
+                $crate::flags::Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv, ranks }
+                    .check()
             }
         }
     };

@@ -104,9 +104,7 @@ const ATARI: &[&str] = &[
 
 /// The updates traced and compared, for every variant: three (Adam's state after a step, the
 /// annealed learning rate, the next rollout's bootstrap, an LSTM's state carried over).
-fn updates(_variant: &str) -> usize {
-    3
-}
+const UPDATES: usize = 3;
 
 /// libtorch's math kernels pinned to AVX2, as in tests/snapshot.rs (and scripts/gen_golden_update.py
 /// pins them for both sides): chosen by processor, they would otherwise round differently on an
@@ -195,7 +193,7 @@ fn norm(xs: &[f64]) -> f64 {
 type Comparison = (Vec<(String, f64)>, Vec<(String, f64, f64)>);
 
 fn compare(bin: &str, variant: &str, flags: &[&str]) -> Comparison {
-    let (ours, theirs) = (trace(bin, flags, updates(variant)), golden(variant));
+    let (ours, theirs) = (trace(bin, flags, UPDATES), golden(variant));
     let hash = theirs["trace_fnv1a"].int64_value(&[0]) as u64;
     // the same kernels on both sides (PINNED): the same bytes, or the rollout changed (an env, the
     // sampling, the network's initialization), and the golden data must be made again
@@ -205,7 +203,7 @@ fn compare(bin: &str, variant: &str, flags: &[&str]) -> Comparison {
         "{variant}: our trace is not the one CleanRL was fed: regenerate with scripts/gen_golden_update.py"
     );
     let (mut weights, mut scalars) = (Vec::new(), Vec::new());
-    for k in 1..=updates(variant) {
+    for k in 1..=UPDATES {
         let p = if k == 1 { String::new() } else { format!("u{k}.") };
         for (key, theirs_t) in &theirs {
             let (name, projected) =
@@ -242,7 +240,7 @@ fn assert_parity(index: usize) {
     let (variant, bin, flags) = VARIANTS[index];
     let bin = std::env::var(format!("PARITY_BIN_{}", variant.to_uppercase())).unwrap_or(bin.into());
     let (weights, scalars) = compare(&bin, variant, flags);
-    assert!(weights.len() >= 8 * updates(variant), "{variant}: {} parameters compared", weights.len());
+    assert!(weights.len() >= 8 * UPDATES, "{variant}: {} parameters compared", weights.len());
     let worst = weights.iter().max_by(|a, b| a.1.total_cmp(&b.1)).expect("parameters");
     eprintln!("{variant}: largest relative difference of a parameter's change: {:.2e} ({})", worst.1, worst.0);
     assert!(worst.1 <= 5e-4, "{variant}: {}'s change differs from CleanRL's by {:.2e} of its norm", worst.0, worst.1);

@@ -105,22 +105,6 @@ impl ppo_details::Experiment for Args {
     }
 }
 
-/// The combinations of flags that cannot run (each flag's own range is checked by clap).
-fn check_args(a: &Args, world_size: usize) -> Result<(), String> {
-    let batch_size = a.local_num_envs * a.num_steps;
-    if !batch_size.is_multiple_of(a.num_minibatches) {
-        let n = a.num_minibatches;
-        Err(format!("--local-num-envs x --num-steps ({batch_size}) must be divisible by --num-minibatches ({n})"))
-    } else if a.total_timesteps < (batch_size * world_size) as u64 {
-        let (total, all) = (a.total_timesteps, batch_size * world_size);
-        Err(format!("--total-timesteps ({total}) is below one batch (--local-num-envs x --num-steps x ranks = {all})"))
-    } else if a.norm_adv && batch_size / a.num_minibatches < 2 {
-        Err("--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); lower --num-minibatches".into())
-    } else {
-        Ok(())
-    }
-}
-
 /// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = u8>>, envs::EnvError> {
     let env = AtariEnv::new(env_id)?;
@@ -207,9 +191,11 @@ fn main() {
     let (rank, world_size) = (world.rank() as usize, world.size() as usize);
     ppo_details::says_bad_input(rank == 0); // every rank finds the same bad input: rank 0 alone says so
     let args: Args = parse_args();
-    // bad input: one line naming the problem, exit code 2, nothing written
-    check_args(&args, world_size).unwrap_or_else(|e| fail(2, e));
     let (num_envs, num_steps) = (args.local_num_envs, args.num_steps);
+    // the batch's flags on every rank (bad input: one line, exit code 2, nothing written)
+    let (num_minibatches, total_timesteps, norm_adv) = (args.num_minibatches, args.total_timesteps, args.norm_adv);
+    let rollout = Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv, ranks: Some(world_size) };
+    rollout.check().unwrap_or_else(|e| fail(2, e));
     let batch_size = num_envs * num_steps; // this rank's; minibatches are cut from it
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / (batch_size * world_size);
