@@ -114,10 +114,31 @@ pub fn var(xs: impl Iterator<Item = f64> + Clone) -> f64 {
 /// `impl Experiment for $args` for an `Args` with the fields `run` (the flattened [`RunArgs`]),
 /// `env_id` and those of [`flags::Rollout`], in the binary that calls it (its name is
 /// `env!("CARGO_BIN_NAME")` there). The defaults of `--torch-threads` and `--env-threads`: one each,
-/// or with `all_cores` every core for both. `Experiment::check` runs the binary's own `check = f`
-/// (`fn(&Args) -> Result<(), String>`), if given, then `Rollout::check`.
+/// or with `all_cores` every core for both, or the pair given. `Experiment::check` runs the binary's
+/// own `check = f` (`fn(&Args) -> Result<(), String>`), if given, then `Rollout::check`.
+///
+/// A binary whose rollout is shaped by other flags (ranks, levels) names the flags `--resume` may
+/// change, `resume_may_change = &["..."]`, and its whole check, if any, is its own `check = f`.
 #[macro_export]
 macro_rules! experiment {
+    (@impl $args:ty, $threads:expr, $may_change:expr, $check:expr) => {
+        impl $crate::Experiment for $args {
+            const NAME: &'static str = env!("CARGO_BIN_NAME");
+            const RESUME_MAY_CHANGE: &'static [&'static str] = $may_change;
+            fn run(&self) -> &$crate::RunArgs {
+                &self.run
+            }
+            fn env_id(&self) -> &str {
+                &self.env_id
+            }
+            fn threads() -> (usize, usize) {
+                $threads
+            }
+            fn check(&self) -> Result<(), String> {
+                ($check)(self)
+            }
+        }
+    };
     ($args:ty) => {
         $crate::experiment!($args, (1, 1), |_: &$args| Ok::<(), String>(()));
     };
@@ -130,26 +151,21 @@ macro_rules! experiment {
     ($args:ty, all_cores, check = $check:expr) => {
         $crate::experiment!($args, ($crate::all_cores(), $crate::all_cores()), $check);
     };
+    ($args:ty, all_cores, resume_may_change = $may_change:expr) => {
+        $crate::experiment!(@impl $args, ($crate::all_cores(), $crate::all_cores()), $may_change, |_: &$args| {
+            Ok::<(), String>(())
+        });
+    };
+    ($args:ty, $threads:expr, resume_may_change = $may_change:expr, check = $check:expr) => {
+        $crate::experiment!(@impl $args, $threads, $may_change, $check);
+    };
     ($args:ty, $threads:expr, $check:expr) => {
-        impl $crate::Experiment for $args {
-            const NAME: &'static str = env!("CARGO_BIN_NAME");
-            fn run(&self) -> &$crate::RunArgs {
-                &self.run
-            }
-            fn env_id(&self) -> &str {
-                &self.env_id
-            }
-            fn threads() -> (usize, usize) {
-                $threads
-            }
-            fn check(&self) -> Result<(), String> {
-                ($check)(self)?;
-                let (num_envs, num_steps, num_minibatches) = (self.num_envs, self.num_steps, self.num_minibatches);
-                let (total_timesteps, norm_adv, ranks) = (self.total_timesteps, self.norm_adv, None);
-                $crate::flags::Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv, ranks }
-                    .check()
-            }
-        }
+        $crate::experiment!(@impl $args, $threads, &[], |a: &$args| {
+            ($check)(a)?;
+            let (num_envs, num_steps, num_minibatches) = (a.num_envs, a.num_steps, a.num_minibatches);
+            let (total_timesteps, norm_adv, ranks) = (a.total_timesteps, a.norm_adv, None);
+            $crate::flags::Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv, ranks }.check()
+        });
     };
 }
 

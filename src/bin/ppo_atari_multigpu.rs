@@ -88,22 +88,8 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-/// What the library needs to know of Args: this binary's name, where the flags it reads are, the
-/// defaults of --torch-threads and --env-threads (every core, for the CNN and the envs), and that
-/// `--resume` may place the ranks on other GPUs (`ppo_details::experiment!` writes the rest elsewhere).
-impl ppo_details::Experiment for Args {
-    const NAME: &'static str = env!("CARGO_BIN_NAME");
-    const RESUME_MAY_CHANGE: &'static [&'static str] = &["device_ids"];
-    fn run(&self) -> &RunArgs {
-        &self.run
-    }
-    fn env_id(&self) -> &str {
-        &self.env_id
-    }
-    fn threads() -> (usize, usize) {
-        (ppo_details::all_cores(), ppo_details::all_cores())
-    }
-}
+// what the library needs of Args; threads: every core; --resume may place the ranks on other GPUs
+ppo_details::experiment!(Args, all_cores, resume_may_change = &["device_ids"]);
 
 /// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = u8>>, envs::EnvError> {

@@ -122,20 +122,13 @@ struct Args {
     normalize: bool,
 }
 
-/// What the library needs of Args: threads (1 for libtorch, every core for simulating); --resume may add iterations.
-impl ppo_details::Experiment for Args {
-    const NAME: &'static str = env!("CARGO_BIN_NAME");
-    const RESUME_MAY_CHANGE: &'static [&'static str] = &["num_iterations"];
-    fn run(&self) -> &RunArgs {
-        &self.run
-    }
-    fn env_id(&self) -> &str {
-        &self.env_id
-    }
-    fn threads() -> (usize, usize) {
-        (1, ppo_details::all_cores())
-    }
-}
+// what the library needs of Args; threads: 1 for libtorch, every core for simulating; --resume may add iterations
+ppo_details::experiment!(
+    Args,
+    (1, ppo_details::all_cores()),
+    resume_may_change = &["num_iterations"],
+    check = check_args
+);
 
 /// The combinations of flags that cannot run (each flag's own range is checked by clap).
 fn check_args(a: &Args) -> Result<(), String> {
@@ -285,8 +278,6 @@ impl Agent {
 fn main() {
     let args: Args = parse_args();
     let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, ppo_details::unix_time());
-    // Bad input: one line naming the problem, exit code 2, nothing written.
-    check_args(&args).unwrap_or_else(|e| fail(2, e));
     // Multilevel 2: per level its own envs; for l > 0 also envs on level l−1 for the sync samples
     let (num_envs, n_levels) = (args.num_envs, args.levels.len());
     let make = |&nx: &usize| {
