@@ -13,9 +13,8 @@
 //! 4. What the device line needs to know of this libtorch, as `torch.version.cuda` and
 //!    `torch._C._cuda_getArchFlags()` say it: its CUDA version (the torch package's version.py) and
 //!    the GPU architectures it has kernels for (the list compiled into libtorch_python.so).
-//! 5. NCCL for ppo_atari_multigpu: the torch wheel ships `libnccl.so.2`, which cudarc (loading it at
-//!    run time) looks for as `libnccl.so`: a link of that name in this build's output directory,
-//!    and an rpath to it.
+//! 5. No NCCL of its own: libtorch_cuda.so brings the torch wheel's `libnccl.so.2` (its rpath), and
+//!    src/nccl.rs uses that copy, the one already loaded, wherever the binary lives.
 use std::path::Path;
 
 fn main() {
@@ -47,16 +46,6 @@ fn main() {
     }
     if let Some(archs) = arch_list(&lib.join("libtorch_python.so")) {
         println!("cargo:rustc-env=PPO_TORCH_ARCHS={archs}");
-    }
-
-    let nccl = torch.join("../nvidia/nccl/lib/libnccl.so.2");
-    if nccl.exists() {
-        let dir = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("nccl");
-        std::fs::create_dir_all(&dir).expect("OUT_DIR is writable");
-        let link = dir.join("libnccl.so");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(std::fs::canonicalize(&nccl).unwrap_or(nccl), &link).expect("a link in OUT_DIR");
-        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
     }
 }
 

@@ -116,11 +116,21 @@ fn parse_version(v: &str) -> Option<(i32, i32)> {
     Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
+/// The kind of network a binary trains, for the device line's advice.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Network {
+    /// small fully connected layers: a GPU's launch and copy costs outweigh its arithmetic
+    Mlp,
+    /// convolutions over images: what a GPU is for
+    Cnn,
+}
+
 /// The device `--cuda` asks for, and why, in words for the line printed at start and args.json: the
 /// first GPU when libtorch has CUDA and can use it, the CPU otherwise. A GPU this libtorch cannot use
 /// (the driver too old for its CUDA, a compute capability it has no kernels for) is named with the
 /// reason; the run goes on on the CPU, or with `--cuda` given on the command line exits with code 2.
-pub fn pick_device(cuda: bool) -> (Device, String) {
+/// An [`Network::Mlp`] put on a GPU by the default (`--cuda` not given) is told the CPU is usually faster.
+pub fn pick_device(cuda: bool, network: Network) -> (Device, String) {
     if !cuda {
         return (Device::Cpu, "cpu (--cuda false)".into());
     }
@@ -140,7 +150,21 @@ pub fn pick_device(cuda: bool) -> (Device, String) {
     if tch::Cuda::device_count() == 0 {
         return (Device::Cpu, "cpu (the CUDA runtime is loaded, but no GPU is visible)".into());
     }
-    (Device::Cuda(0), format!("cuda:0 ({})", describe(&driver, 0)))
+    let advice = advice(network, CUDA_ASKED.load(Ordering::Relaxed));
+    (Device::Cuda(0), format!("cuda:0 ({}){advice}", describe(&driver, 0)))
+}
+
+/// What the device line adds for `network` on a GPU: for an MLP the default put there, that the CPU
+/// usually trains it faster (CleanRL's benchmarks run its MLP scripts with `--no-cuda`; on an H200
+/// machine CartPole ran 3.8x and HalfCheetah 4.5x faster on the CPU, docs/gpu.md); nothing when the
+/// user asked for the GPU.
+pub fn advice(network: Network, cuda_asked: bool) -> &'static str {
+    match (network, cuda_asked) {
+        (Network::Mlp, false) => {
+            "; an MLP this small usually trains faster on the CPU: --cuda false (scripts/bench_devices compares both)"
+        }
+        _ => "",
+    }
 }
 
 /// The device line of GPU `index` (a rank's of a data-parallel run): `cuda:N (name, ...)`. A GPU
@@ -246,6 +270,15 @@ mod tests {
         // a minor version above a listed one runs that one's kernels (sm_86 on sm_80's, sm_89 on sm_86's)
         let minor_above = Gpu { name: "x".into(), capability: (lowest / 10, lowest % 10 + 1) };
         assert_eq!(unusable(&new, &minor_above), None);
+    }
+
+    /// Only an MLP that the default put on a GPU is told of the CPU; a CNN, or `--cuda` given, is not.
+    #[test]
+    fn an_mlp_on_a_gpu_by_default_is_told_of_the_cpu() {
+        assert!(advice(Network::Mlp, false).contains("--cuda false"));
+        assert_eq!(advice(Network::Mlp, true), "");
+        assert_eq!(advice(Network::Cnn, false), "");
+        assert_eq!(advice(Network::Cnn, true), "");
     }
 
     /// With no NVIDIA driver (this machine), the driver query says so instead of failing.

@@ -24,7 +24,7 @@ pub mod ranks;
 pub mod run;
 pub mod trace;
 
-pub use device::{pick_device, torch_deterministic};
+pub use device::{pick_device, torch_deterministic, Network};
 pub use optim::FlatAdam;
 pub use run::{parse_args, read_host, unix_time, Experiment, Logged, RunArgs, RunLog, Start};
 pub use trace::Trace;

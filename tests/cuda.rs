@@ -117,11 +117,59 @@ fn every_binary_names_its_device_and_why() {
                     .expect("JSON");
             assert_eq!(json["device"].as_str(), Some(first.trim_start_matches("device: ")), "{bin}: args.json");
             if bin.ends_with("ppo_atari_multigpu") && libtorch_has_cuda() {
-                // the torch wheel's NCCL loads (build.rs), GPU or not, and the line says how gradients are summed
+                // libtorch's NCCL is found, GPU or not, and the line says how gradients are summed
                 assert!(first.contains("; one rank, no all-reduce (NCCL 2."), "{bin}: {first}");
             }
         }
     }
+}
+
+/// The version of the torch wheel's NCCL, from its package (`nvidia_nccl_cu13-2.28.9.dist-info`): what
+/// `torch.cuda.nccl.version()` says.
+fn wheels_nccl() -> String {
+    let site = Path::new(".libtorch/..").canonicalize().expect("scripts/setup links .libtorch");
+    let mut names =
+        std::fs::read_dir(&site).expect("site-packages").filter_map(|e| e.ok()?.file_name().into_string().ok());
+    let info = names.find(|n| n.starts_with("nvidia_nccl_cu") && n.ends_with(".dist-info"));
+    let info = info.unwrap_or_else(|| panic!("no nvidia_nccl_cu*.dist-info in {}", site.display()));
+    info.trim_end_matches(".dist-info").split('-').nth(1).expect("name-version").to_string()
+}
+
+/// The device line of a one-rank `ppo_atari_multigpu` run of `bin` (a path) with `vars` set.
+fn multigpu_device_line(bin: &Path, vars: &[(&str, &str)]) -> String {
+    let args = ["--local-num-envs", "2", "--num-steps", "32", "--total-timesteps", "64", "--torch-threads", "1"];
+    let run = common::run_with_env(bin.to_str().expect("a UTF-8 path"), &args, vars);
+    run.assert_ok();
+    let stdout = String::from_utf8_lossy(&run.output.stdout).into_owned();
+    stdout.lines().next().unwrap_or_default().to_string()
+}
+
+/// Exactly the NCCL libtorch loaded, whatever else is on the loader's path and wherever the binary
+/// lives (issue 39): a stub `libnccl.so` saying 2.12.12 first on LD_LIBRARY_PATH is never loaded (an
+/// earlier build named it and then mixed two NCCLs), and a copy of the binary outside target/ still
+/// finds libtorch's (an earlier build found none once its build directory's link was gone).
+#[test]
+fn the_one_nccl_is_libtorchs() {
+    if !libtorch_has_cuda() {
+        eprintln!("the_one_nccl_is_libtorchs: this libtorch is built without CUDA, so it brings no NCCL");
+        return;
+    }
+    let want = format!("one rank, no all-reduce (NCCL {})", wheels_nccl());
+    let bin = Path::new(env!("CARGO_BIN_EXE_ppo_atari_multigpu"));
+    let stub = tempfile::tempdir().expect("temp dir");
+    let source = stub.path().join("stub.c");
+    std::fs::write(&source, "int ncclGetVersion(int *v) { *v = 21212; return 0; }\n").expect("stub.c");
+    let lib = stub.path().join("libnccl.so");
+    tool_output("cc", &["-shared", "-fPIC", "-o", lib.to_str().expect("UTF-8"), source.to_str().expect("UTF-8")]);
+    let path = stub.path().to_str().expect("UTF-8");
+    let line = multigpu_device_line(bin, &[("LD_LIBRARY_PATH", path)]);
+    assert!(line.contains(&want) && !line.contains("2.12.12"), "stub first on the path: {line}");
+
+    let elsewhere = tempfile::tempdir().expect("temp dir");
+    let copy = elsewhere.path().join("ppo_atari_multigpu");
+    std::fs::copy(bin, &copy).expect("a copy of the binary");
+    let line = multigpu_device_line(&copy, &[]);
+    assert!(line.contains(&want), "a copy outside target/: {line}");
 }
 
 /// A GPU the binaries would take (libtorch has CUDA, the driver and the GPU suit it), or why not.

@@ -1,6 +1,7 @@
 //! Env-only throughput of CleanRL's Atari stack: `cargo run --release -p envs --example
-//! atari_throughput -- [env-id] [num-envs] [steps]`; prints agent steps per second on 1 and
-//! 2 threads (each agent step is 4 emulator frames plus preprocessing).
+//! atari_throughput -- [env-id] [num-envs] [steps] [threads,...]`; prints agent steps per second
+//! on each number of threads, 1 and 2 by default (each agent step is 4 emulator frames plus
+//! preprocessing).
 
 use envs::atari::{
     AtariEnv, ClipReward, EpisodicLife, FireReset, FrameStack, GrayScale, MaxAndSkip, NoopReset, ResizeObservation,
@@ -25,7 +26,8 @@ fn main() {
     let env_id = args.get(1).map_or("BreakoutNoFrameskip-v4", String::as_str);
     let num_envs: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(8);
     let steps: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(2000);
-    for threads in [1, 2] {
+    let threads_list = args.get(4).map_or("1,2", String::as_str).split(',').filter_map(|t| t.parse().ok());
+    for threads in threads_list {
         let mut envs = VecEnv::new((0..num_envs).map(|_| make(env_id)).collect()).with_threads(threads);
         envs.reset(Some(1));
         let actions: Vec<i64> = (0..num_envs as i64).map(|i| i % 4).collect();

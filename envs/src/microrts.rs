@@ -5,7 +5,8 @@
 //!
 //! - One JVM per process, started on first use (`jni`'s `invocation` loads libjvm at run time,
 //!   so building needs no Java); the engine's `System.out` chatter is silenced. One
-//!   `tests.JNIClient` per env; env threads work, each call attaches its thread.
+//!   `tests.JNIClient` per env; env threads work: each is attached to the JVM at its first call
+//!   and stays attached (the `VecEnv`'s threads live as long as it does).
 //! - Observation (10, 10, 27): the engine's 5 planes (hit points, resources, owner + 1, unit
 //!   type + 1, current action), each clipped to its range and one-hot encoded as the Python
 //!   wrapper does: [5 hp, 5 resources, 3 owner, 8 unit type, 6 action].
@@ -140,7 +141,7 @@ impl Microrts {
     pub fn new(id: &str) -> Result<Microrts, EnvError> {
         let (opponent, weights, _) = config(id).ok_or_else(|| EnvError::unknown(id))?;
         let vm = jvm()?;
-        let mut env = vm.attach_current_thread().map_err(|e| EnvError(format!("MicroRTS (JNI): {e}")))?;
+        let mut env = vm.attach_current_thread_permanently().map_err(|e| EnvError(format!("MicroRTS (JNI): {e}")))?;
         let client = Self::client(&mut env, opponent).map_err(|e| EnvError(java_error(&mut env, e)))?;
         Ok(Microrts { client, weights, raw: vec![0; 5 * H * W], mask: vec![false; NVEC.iter().sum()] })
     }
@@ -174,7 +175,7 @@ impl Microrts {
     /// encodes the observation and the mask. Returns the 7 raw rewards and whether the game ended.
     fn exchange(&mut self, obs: &mut [f32], action: Option<&[i64]>) -> ([f64; 7], bool) {
         let vm = JVM.get().and_then(|r| r.as_ref().ok()).expect("the JVM runs once an env exists");
-        let mut env = vm.attach_current_thread().unwrap_or_else(|e| panic!("MicroRTS (JNI): {e}"));
+        let mut env = vm.attach_current_thread_permanently().unwrap_or_else(|e| panic!("MicroRTS (JNI): {e}"));
         let (client, raw) = (&self.client, &mut self.raw);
         let result = env.with_local_frame(64, |env| -> jni::errors::Result<([f64; 7], bool)> {
             let response = match action {

@@ -23,11 +23,15 @@ struct Outcome {
 /// returned for it is the first of its next episode; the last one of the episode that ended
 /// is kept in `final_obs` (gymnasium's `info["final_observation"]`). Results live
 /// in the public buffers below, overwritten by each `step`; nothing is allocated per step.
-/// With `threads > 1` the envs are split into that many contiguous groups stepped in parallel;
-/// every env owns its state and RNG, so results do not depend on the number of threads.
+/// With `threads > 1` the envs are split into that many contiguous groups stepped in parallel:
+/// the calling thread steps the first, a pool of `threads - 1` workers that lives as long as the
+/// `VecEnv` the others (starting threads at every step cost more than small envs' steps). Every
+/// env owns its state and RNG, so results do not depend on the number of threads.
 pub struct VecEnv<T: Copy + Default + Send + Sync + 'static> {
     envs: Vec<Box<dyn Env<Obs = T>>>,
     threads: usize,
+    /// the workers for groups 1.. (none with one thread)
+    pool: Option<rayon::ThreadPool>,
     outcomes: Vec<Outcome>,
     /// wall-clock seconds spent in `step` since the last `take_step_seconds`
     step_seconds: f64,
@@ -60,6 +64,7 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
         VecEnv {
             envs,
             threads: 1,
+            pool: None,
             outcomes: vec![Outcome::default(); n],
             step_seconds: 0.0,
             obs_dim,
@@ -74,9 +79,15 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
         }
     }
 
-    /// Steps the envs on `threads` threads (at least 1, at most one per env).
+    /// Steps the envs on `threads` threads (at least 1, at most one per env): this one and a pool of
+    /// `threads - 1` workers, started now. Panics if the OS starts no thread.
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads.clamp(1, self.envs.len());
+        self.pool = (self.threads > 1).then(|| {
+            let pool =
+                rayon::ThreadPoolBuilder::new().num_threads(self.threads - 1).thread_name(|i| format!("env-{i}"));
+            pool.build().expect("the OS starts the env threads")
+        });
         self
     }
 
@@ -151,7 +162,7 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
     }
 
     /// Calls `f(index, env, its obs row, its final_obs row, its outcome)` for every env, on
-    /// `self.threads` threads.
+    /// `self.threads` threads: group 0 here, the others on the pool's workers.
     fn run<F>(&mut self, f: F)
     where
         F: Fn(usize, &mut Box<dyn Env<Obs = T>>, &mut [T], &mut [T], &mut Outcome) + Sync,
@@ -166,15 +177,19 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
                 f(g * per_thread + k, env, obs, final_obs, out);
             }
         };
-        if self.threads == 1 {
-            groups.enumerate().for_each(|(g, group)| step_group(g, group));
-        } else {
-            std::thread::scope(|s| {
-                for (g, group) in groups.enumerate() {
+        let mut groups = groups.enumerate();
+        match &self.pool {
+            None => groups.for_each(|(g, group)| step_group(g, group)),
+            Some(pool) => pool.in_place_scope(|s| {
+                let first = groups.next();
+                for (g, group) in groups {
                     let step_group = &step_group;
-                    s.spawn(move || step_group(g, group));
+                    s.spawn(move |_| step_group(g, group));
                 }
-            });
+                if let Some((g, group)) = first {
+                    step_group(g, group);
+                }
+            }),
         }
     }
 }

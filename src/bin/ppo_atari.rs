@@ -174,7 +174,7 @@ fn main() {
     // seeding
     tch::manual_seed(args.run.seed as i64);
     ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
-    let (device, device_name) = pick_device(args.run.cuda);
+    let (device, device_name) = pick_device(args.run.cuda, ppo_details::Network::Cnn);
     println!("device: {device_name}");
 
     // env setup. Core 1: vectorized architecture

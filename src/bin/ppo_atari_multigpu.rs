@@ -194,7 +194,7 @@ fn main() {
     tch::manual_seed((args.run.seed + rank as u64) as i64); // each rank samples and shuffles its own way
     ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
     let local_rank = world.split_shared(rank as i32).rank() as usize; // the rank among this machine's
-    let (device, device_name) = match pick_device(args.run.cuda) {
+    let (device, device_name) = match pick_device(args.run.cuda, ppo_details::Network::Cnn) {
         (Device::Cuda(_), _) => ppo_details::device::rank_gpu(local_rank, &args.device_ids),
         cpu => cpu,
     };
