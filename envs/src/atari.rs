@@ -303,13 +303,13 @@ impl<E: Env<Obs = u8>> Env for MaxAndSkip<E> {
     fn step(&mut self, action: Action, obs: &mut [u8]) -> Step {
         let mut total = Step { reward: 0.0, terminated: false, truncated: false, episode: None };
         for i in 0..self.skip {
-            // the last two frames land in the buffers; others are written to `obs` and dropped
+            // the last two frames land in the buffers; the others are dropped, so never fetched (an empty obs)
             let target = if i + 2 == self.skip {
                 &mut self.frames[0][..]
             } else if i + 1 == self.skip {
                 &mut self.frames[1][..]
             } else {
-                &mut *obs
+                &mut []
             };
             let step = self.inner.step(action, target);
             total = Step { reward: total.reward + step.reward, episode: step.episode.or(total.episode), ..step };

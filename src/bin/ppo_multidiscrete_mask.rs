@@ -126,7 +126,8 @@ impl Agent {
     }
 
     /// The shared features of one-hot grids, one row of height * width * planes values per
-    /// observation (planes last, as the env writes them; no scaling: the values are 0 or 1).
+    /// observation (planes last, as the env writes them: channels-last, which oneDNN's and cuDNN's convolutions
+    /// prefer; no scaling: the values are 0 or 1).
     fn hidden(&self, x: &Tensor) -> Tensor {
         let [h, w, c] = self.grid;
         self.network.forward(&x.view([-1, h, w, c]).permute([0, 3, 1, 2]))
