@@ -2,8 +2,9 @@
 //! thread, each layer timed with those below it, microseconds per agent step (4 emulator frames):
 //! the emulator alone, + MaxAndSkip (the last two screens fetched and maxed) with NoopReset and
 //! the episode statistics, + EpisodicLife, FireReset and ClipReward (a lost life costs a reset's
-//! steps), + ResizeObservation (INTER_AREA on RGB), + GrayScale, + FrameStack (the whole stack). `scripts/peers/atari_layers.py` times the
-//! same layers in ale-py and gymnasium with Stable-Baselines3's wrappers, as CleanRL runs them.
+//! steps), + ResizeObservation (INTER_AREA on RGB), + GrayScale, + FrameStack (the whole stack).
+//! `scripts/peers/atari_layers.py` times the same layers in ale-py and gymnasium with
+//! Stable-Baselines3's wrappers, as CleanRL runs them.
 //!
 //!     cargo run --release -p envs --example atari_layers [-- env-id agent-steps]
 
