@@ -77,7 +77,7 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-ppo_details::experiment!(Args); // what the library needs of Args: the binary's name, the flags it reads and checks
+ppo_details::experiment!(Args); // what the library needs of Args; its parse_args also checks the batch's flags
 
 /// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordVideo` (for env 0) and `RecordEpisodeStatistics`.
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
@@ -120,7 +120,7 @@ impl Agent {
         self.critic.forward(x)
     }
 
-    /// Samples an action when none is given; returns (action, log-prob, entropy, value).
+    /// torch's Categorical(logits) written out; samples an action when none is given: (action, logprob, entropy, value)
     fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
         let logits = self.actor.forward(x);
         let log_probs = logits.log_softmax(-1, Kind::Float);
@@ -158,11 +158,11 @@ fn main() {
     };
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
-    // Core 3: Adam with epsilon 1e-5
+    // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
-    let start = Start::new(&args, num_iterations, &mut optimizer, &[]);
-    let mut log = RunLog::create(&run_name, &args, &device_name, &start);
+    // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
+    let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
+    let mut log = RunLog::create(&run_name, &args, &device_name, &from);
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
@@ -172,17 +172,17 @@ fn main() {
     let mut dones = vec![vec![0f32; num_envs]; num_steps];
 
     // start the game (with --resume: where the checkpoint stood, in fresh episodes)
-    let mut global_step = start.global_step;
-    envs.reset(Some(start.seed));
+    let mut global_step = from.global_step;
+    envs.reset(Some(from.seed));
     let mut next_done = vec![0f32; num_envs];
     let mut action_buf = vec![0i64; num_envs];
 
-    for iteration in start.iteration + 1..=num_iterations {
+    for iteration in from.iteration + 1..=num_iterations {
         // Core 4: learning-rate annealing, linearly to 0
         let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
-        let lr = if args.anneal_lr { frac } else { 1.0 } * args.learning_rate;
+        let lr = if args.anneal_lr { frac * args.learning_rate } else { args.learning_rate };
         // Aux 1: clip-range annealing, with the same fraction
-        let clip_coef = if args.anneal_clip { frac } else { 1.0 } * args.clip_coef;
+        let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
 
         for step in 0..num_steps {
             global_step += num_envs as u64;
@@ -313,7 +313,7 @@ fn main() {
         let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
 
-        // Core 12: CleanRL's metrics by its names, then our debug and timing columns
+        // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
         let row = [
             ("iteration", OnHost(iteration as f64)),
             ("global_step", OnHost(global_step as f64)),

@@ -88,7 +88,8 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-// what the library needs of Args; threads: every core; --resume may place the ranks on other GPUs
+// what the library needs of Args (its parse_args also checks the batch's flags); threads: every core; --resume may
+// place the ranks on other GPUs
 ppo_details::experiment!(Args, all_cores, resume_may_change = &["device_ids"]);
 
 /// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
@@ -159,7 +160,7 @@ impl Agent {
         self.critic.forward(&self.hidden(x))
     }
 
-    /// Samples an action when none is given; returns (action, log-prob, entropy, value).
+    /// torch's Categorical(logits) written out; samples an action when none is given: (action, logprob, entropy, value)
     fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
         let hidden = self.hidden(x);
         let logits = self.actor.forward(&hidden);
@@ -213,20 +214,20 @@ fn main() {
     };
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), n_actions);
-    // Core 3: Adam with epsilon 1e-5
+    // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
     // Aux 2: every rank starts from rank 0's weights
     broadcast_from_rank_0(&world, &optimizer.flat);
-    // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
-    let start = Start::new(&args, num_iterations, &mut optimizer, &[]);
-    if start.iteration > 0 {
-        if start.global_step != (start.iteration * batch_size * world_size) as u64 {
+    // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
+    let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
+    if from.iteration > 0 {
+        if from.global_step != (from.iteration * batch_size * world_size) as u64 {
             fail(2, "the run to resume ran with another number of ranks (mpirun -np): resume it with as many");
         }
-        tch::manual_seed((start.seed + rank as u64) as i64); // Aux 2: each rank its own way, as at the start
+        tch::manual_seed((from.seed + rank as u64) as i64); // Aux 2: each rank its own way, as at the start
     }
     // Aux 2: rank 0 alone writes the run directory; episodes.csv names each episode's rank
-    let mut log = (rank == 0).then(|| RunLog::create(&run_name, &args, &device_name, &start).with_ranks(world_size));
+    let mut log = (rank == 0).then(|| RunLog::create(&run_name, &args, &device_name, &from).with_ranks(world_size));
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
@@ -236,19 +237,19 @@ fn main() {
     let mut dones = vec![vec![0f32; num_envs]; num_steps];
 
     // start the game (with --resume: where the checkpoint stood, in fresh episodes)
-    let mut global_step = start.global_step;
+    let mut global_step = from.global_step;
     // Aux 2: env i of rank r gets seed + r * num_envs + i, distinct over all ranks (CleanRL's seed + rank
     // gives rank 0's env 1 and rank 1's env 0 the same seed)
-    envs.reset(Some(start.seed + (rank * num_envs) as u64));
+    envs.reset(Some(from.seed + (rank * num_envs) as u64));
     let mut next_done = vec![0f32; num_envs];
     let mut action_buf = vec![0i64; num_envs];
 
-    for iteration in start.iteration + 1..=num_iterations {
+    for iteration in from.iteration + 1..=num_iterations {
         // Core 4: learning-rate annealing, linearly to 0
         let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
-        let lr = if args.anneal_lr { frac } else { 1.0 } * args.learning_rate;
+        let lr = if args.anneal_lr { frac * args.learning_rate } else { args.learning_rate };
         // Aux 1: clip-range annealing, with the same fraction
-        let clip_coef = if args.anneal_clip { frac } else { 1.0 } * args.clip_coef;
+        let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
         let mut finished = Vec::new(); // this rank's episodes, for rank 0's log
 
         for step in 0..num_steps {
@@ -386,7 +387,7 @@ fn main() {
         let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
 
-        // Core 12: CleanRL's metrics by its names, then our debug and timing columns
+        // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
         // Aux 2: the ratio and KL checks hold on every rank: the largest over the ranks are logged
         let first_mb_clipfrac = clipped[0].mean(Kind::Float);
         let checks = ppo_details::read_host(&[&first_mb_max_ratio_dev, &first_mb_clipfrac, &approx_kl]); // one read

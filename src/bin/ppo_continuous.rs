@@ -88,7 +88,8 @@ struct Args {
     bootstrap_truncation: bool,
 }
 
-ppo_details::experiment!(Args, check = check_args); // what the library needs of Args, and Extra 1's flag check
+// what the library needs of Args (its parse_args also checks the batch's flags), and Extra 1's flag check
+ppo_details::experiment!(Args, check = check_args);
 
 /// Extra 1's flag combination, beside the batch's that the library checks.
 fn check_args(a: &Args) -> Result<(), String> {
@@ -163,7 +164,7 @@ impl Agent {
         self.critic.forward(x)
     }
 
-    /// Samples an action when none is given; returns (action, log-prob, entropy, value).
+    /// torch's Normal(mean, std) written out; samples an action when none is given: (action, logprob, entropy, value)
     fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
         // Continuous 1: Normal action distribution
         let action_mean = self.actor_mean.forward(x);
@@ -211,11 +212,11 @@ fn main() {
     };
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
-    // Core 3: Adam with epsilon 1e-5
+    // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
-    let start = Start::new(&args, num_iterations, &mut optimizer, stats.as_flattened());
-    let mut log = RunLog::create(&run_name, &args, &device_name, &start);
+    // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
+    let from = Start::new(&args, num_iterations, &mut optimizer, stats.as_flattened());
+    let mut log = RunLog::create(&run_name, &args, &device_name, &from);
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
@@ -226,20 +227,20 @@ fn main() {
     let mut dones = vec![vec![0f32; num_envs]; num_steps];
 
     // start the game (with --resume: where the checkpoint stood, in fresh episodes)
-    let mut global_step = start.global_step;
-    envs.reset(Some(start.seed));
+    let mut global_step = from.global_step;
+    envs.reset(Some(from.seed));
     let mut next_done = vec![0f32; num_envs];
     let mut action_buf = vec![0f32; num_envs * n_actions as usize];
-    let mut lr = start.learning_rate.unwrap_or(args.learning_rate);
+    let mut lr = from.learning_rate.unwrap_or(args.learning_rate);
 
-    for iteration in start.iteration + 1..=num_iterations {
+    for iteration in from.iteration + 1..=num_iterations {
         // Core 4: learning-rate annealing, linearly to 0 (Extra 1: --adaptive-lr carries it on instead)
         let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
         if !args.adaptive_lr {
             lr = if args.anneal_lr { frac } else { 1.0 } * args.learning_rate;
         }
         // Aux 1: clip-range annealing, with the same fraction
-        let clip_coef = if args.anneal_clip { frac } else { 1.0 } * args.clip_coef;
+        let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
         let old_logstd = agent.actor_logstd.detach().copy(); // Extra 1: the rollout's log std
 
         let (mut truncations, mut final_obs) = (Vec::new(), Vec::new()); // (step, env) and its last observation
@@ -398,7 +399,7 @@ fn main() {
         let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
 
-        // Core 12: CleanRL's metrics by its names, then our debug and timing columns
+        // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
         let row = [
             ("iteration", OnHost(iteration as f64)),
             ("global_step", OnHost(global_step as f64)),

@@ -78,7 +78,8 @@ struct Args {
     invalid_action_masking: bool,
 }
 
-ppo_details::experiment!(Args, all_cores); // what the library needs of Args; threads: every core (the CNN, the envs)
+// what the library needs of Args (its parse_args also checks the batch's flags); threads: every core (CNN, envs)
+ppo_details::experiment!(Args, all_cores);
 
 /// The blog's `make_env`: the env with its episode statistics, no other wrapper.
 fn make_env(env_id: &str) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
@@ -173,7 +174,7 @@ fn categorical_masked(logits: &Tensor, mask: Option<&Tensor>, action: Option<&Te
     };
     let log_probs = logits.log_softmax(-1, Kind::Float);
     let probs = log_probs.exp();
-    let action = action.map_or_else(|| sample(&probs), |a| a.shallow_clone());
+    let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
     let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
     let p_log_p = match mask {
         // Aux 4: the entropy sums over the valid entries only
@@ -181,16 +182,6 @@ fn categorical_masked(logits: &Tensor, mask: Option<&Tensor>, action: Option<&Te
         None => &probs * &log_probs,
     };
     (action, log_prob, -p_log_p.sum_dim_intlist(-1, false, Kind::Float))
-}
-
-/// One action per row of `probs` (a Categorical sample), by inverting the CDF: the first action
-/// whose cumulative probability exceeds a uniform draw (5 us here; multinomial takes 15).
-fn sample(probs: &Tensor) -> Tensor {
-    let cdf = probs.cumsum(-1, Kind::Float);
-    // the draw is scaled by the CDF's total, so a rounding shortfall never picks past the last
-    // action with a probability above 0 (a masked action after it would be picked otherwise)
-    let u = Tensor::rand([probs.size()[0], 1], (Kind::Float, probs.device())) * cdf.narrow(1, probs.size()[1] - 1, 1);
-    cdf.lt_tensor(&u).sum_dim_intlist(-1, false, Kind::Int64)
 }
 
 fn main() {
@@ -222,11 +213,11 @@ fn main() {
     let (obs_dim, mask_dim) = (grid.iter().product::<i64>(), envs.mask_dim as i64);
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), grid, nvec.clone());
-    // Core 3: Adam with epsilon 1e-5
+    // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
-    let start = Start::new(&args, num_iterations, &mut optimizer, &[]);
-    let mut log = RunLog::create(&run_name, &args, &device_name, &start);
+    // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
+    let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
+    let mut log = RunLog::create(&run_name, &args, &device_name, &from);
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
@@ -237,19 +228,19 @@ fn main() {
     let mut dones = vec![vec![0f32; num_envs]; num_steps];
 
     // start the game (with --resume: where the checkpoint stood, in fresh episodes)
-    let mut global_step = start.global_step;
-    envs.reset(Some(start.seed));
+    let mut global_step = from.global_step;
+    envs.reset(Some(from.seed));
     let mut next_done = vec![0f32; num_envs];
     let mut action_buf = vec![0i64; num_envs * nvec.len()];
     // where each component's entries start in a mask row
     let offsets: Vec<usize> = (0..nvec.len()).map(|i| nvec[..i].iter().sum::<i64>() as usize).collect();
 
-    for iteration in start.iteration + 1..=num_iterations {
+    for iteration in from.iteration + 1..=num_iterations {
         // Core 4: learning-rate annealing, linearly to 0
         let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
-        let lr = if args.anneal_lr { frac } else { 1.0 } * args.learning_rate;
+        let lr = if args.anneal_lr { frac * args.learning_rate } else { args.learning_rate };
         // Aux 1: clip-range annealing, with the same fraction
-        let clip_coef = if args.anneal_clip { frac } else { 1.0 } * args.clip_coef;
+        let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
 
         let mut invalid_actions = 0;
         for step in 0..num_steps {
@@ -393,7 +384,7 @@ fn main() {
         let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
 
-        // Core 12: CleanRL's metrics by its names, then our debug and timing columns
+        // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
         let row = [
             ("iteration", OnHost(iteration as f64)),
             ("global_step", OnHost(global_step as f64)),

@@ -122,7 +122,8 @@ struct Args {
     normalize: bool,
 }
 
-// what the library needs of Args; threads: 1 for libtorch, every core for simulating; --resume may add iterations
+// what the library needs of Args (its parse_args also checks the batch's flags); threads: 1 for libtorch, every core
+// for simulating; --resume may add iterations
 ppo_details::experiment!(
     Args,
     (1, ppo_details::all_cores()),
@@ -252,7 +253,7 @@ impl Agent {
         self.actor_mean.forward(&self.trunk.forward(x))
     }
 
-    /// Samples an action when none is given; returns (action, log-prob, entropy, value).
+    /// torch's Normal(mean, std) written out; samples an action when none is given: (action, logprob, entropy, value)
     fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
         let h = self.trunk.forward(x);
         // Continuous 1: Normal action distribution
@@ -307,29 +308,29 @@ fn main() {
     };
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args);
-    // Core 3: Adam with epsilon 1e-5
+    // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // --resume: the checkpoint's weights, optimizer state and counters; its run's logs cut back to it
-    let start = Start::new(&args, num_iterations, &mut optimizer, &all_stats);
-    let mut log = RunLog::create(&run_name, &args, &device_name, &start);
+    // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
+    let from = Start::new(&args, num_iterations, &mut optimizer, &all_stats);
+    let mut log = RunLog::create(&run_name, &args, &device_name, &from);
 
     // start the game: every level's envs from the same seeds (with --resume: where the checkpoint
     // stood, in fresh episodes)
-    let mut global_step = start.global_step;
+    let mut global_step = from.global_step;
     for envs in level_envs.iter_mut().chain(sync_envs.iter_mut()) {
-        envs.reset(Some(start.seed));
+        envs.reset(Some(from.seed));
     }
     let mut next_done = vec![vec![0f32; num_envs]; n_levels];
-    let mut lr = start.learning_rate.unwrap_or(args.learning_rate);
+    let mut lr = from.learning_rate.unwrap_or(args.learning_rate);
 
-    for iteration in start.iteration + 1..=num_iterations {
+    for iteration in from.iteration + 1..=num_iterations {
         // Core 4: learning-rate annealing, linearly to 0 (Extra 1: --adaptive-lr carries it on instead)
         let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
         if !args.adaptive_lr {
             lr = if args.anneal_lr { frac } else { 1.0 } * args.learning_rate;
         }
         // Aux 1: clip-range annealing, with the same fraction
-        let clip_coef = if args.anneal_clip { frac } else { 1.0 } * args.clip_coef;
+        let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
 
         // Multilevel 2: levels in ascending order, each continuing its own episodes from its own last
         // observation (the reference carries the last observation over from the previous level, so
