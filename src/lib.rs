@@ -3,8 +3,9 @@
 //! PPO detail lives in the binaries, at the line where it acts; nothing here names a binary.
 //!
 //! - [`optim`]: Adam over one flat vector of the parameters, and gradient-norm clipping.
-//! - [`run`]: the experiment's flags and their parsing, `--resume`, and the run directory: CSVs,
-//!   TensorBoard events, the progress bar, checkpoints, the saved model.
+//! - [`cli`]: the experiment's flags and their parsing (with `--resume`'s arguments).
+//! - [`logs`]: the run directory: args.json, the CSVs, TensorBoard events, the progress bar, the saved model.
+//! - [`checkpoint`]: checkpoints, and where the loop starts (`--resume`).
 //! - `lock`: one writer per run directory (an advisory lock the OS releases with the process).
 //! - [`trace`]: the parity trace (`PPO_TRACE=FILE`) that tests/parity.rs compares with CleanRL.
 //! - [`flags`]: value parsers, the range in which each numeric flag can work.
@@ -15,18 +16,22 @@
 //! - Here: [`fail`], [`to_host`], [`upload`], [`play`] (the evaluation loop of `--save-model`), [`var`]
 //!   (numpy's), [`categorical_sample`] (torch.distributions'), [`all_cores`], [`experiment!`].
 
+pub mod checkpoint;
+pub mod cli;
 pub mod device;
 pub mod flags;
 mod lock;
+pub mod logs;
 pub mod nccl;
 pub mod optim;
 pub mod ranks;
-pub mod run;
 pub mod trace;
 
+pub use checkpoint::Start;
+pub use cli::{parse_args, unix_time, Experiment, RunArgs};
 pub use device::{pick_device, torch_deterministic, Network};
+pub use logs::{read_host, Logged, RunLog};
 pub use optim::FlatAdam;
-pub use run::{parse_args, read_host, unix_time, Experiment, Logged, RunArgs, RunLog, Start};
 pub use trace::Trace;
 
 use envs::VecEnv;

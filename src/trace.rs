@@ -61,7 +61,7 @@ impl Trace {
     /// last one, later calls do nothing. Fails with exit code 1.
     pub fn finish(
         &mut self,
-        row: &[(&str, crate::run::Logged)],
+        row: &[(&str, crate::logs::Logged)],
         [obs, actions, next_obs]: [&Tensor; 3],
         [rewards, dones]: [&[Vec<f32>]; 2],
         next_done: &[f32],

@@ -316,6 +316,8 @@ fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
     let gamma = variant("gamma", &|d| edit_args(d, "\"gamma\": 0.99", "\"gamma\": 7.5"));
     let minibatches = variant("minibatches", &|d| edit_args(d, "\"num_minibatches\": 4", "\"num_minibatches\": 7"));
     let unknown = variant("unknown", &|d| edit_args(d, "\"gamma\": 0.99", "\"gama\": 0.99"));
+    // a run of an earlier build, whose args.json lacks a flag added since: gamma changes the training
+    let no_gamma = variant("no-gamma", &|d| edit_args(d, "\"gamma\": 0.99,", ""));
     // the logs' last rows lost: the checkpoint stands at update 8, the logs must reach it
     let cut = |name: &str, keep: usize| {
         variant(&format!("cut-{name}"), &|d| {
@@ -325,6 +327,12 @@ fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
         })
     };
     let (cut_updates, cut_episodes) = (cut("updates.csv", 5), cut("episodes.csv", 3));
+    // episodes.csv damaged to its first column (global_step): an earlier build panicked reading the returns
+    let one_column = variant("one-column", &|d| {
+        let text = std::fs::read_to_string(d.join("episodes.csv")).expect("csv");
+        let first: Vec<&str> = text.lines().map(|l| l.split(',').next().unwrap_or_default()).collect();
+        std::fs::write(d.join("episodes.csv"), first.join("\n") + "\n").expect("write");
+    });
     // a process (this test) holds the run's lock, as a live run does
     let held = variant("held", &|_| {});
     let lock = std::fs::File::options().read(true).write(true).open(held.join("lock")).expect("the run's lock file");
@@ -353,8 +361,10 @@ fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
         (PPO, longer(&gamma), "its args.json has invalid value '7.5' for '--gamma"),
         (PPO, longer(&minibatches), "(128) must be divisible by --num-minibatches (7)"),
         (PPO, longer(&unknown), "its args.json has \"gama\", which is no flag of ppo"),
+        (PPO, longer(&no_gamma), "lacks \"gamma\" (--gamma): the run comes from an earlier build of ppo; start a new"),
         (PPO, longer(&cut_updates), "its updates.csv has 5 rows up to the checkpoint's iteration 8, 3 fewer"),
         (PPO, longer(&cut_episodes), "its episodes.csv has 3 episodes up to the checkpoint's global_step 1024"),
+        (PPO, longer(&one_column), "its episodes.csv has no charts/episodic_return column"),
         (PPO, longer(&held), &holder),
     ];
     let before = contents(work.path());
@@ -369,6 +379,9 @@ fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
     }
     // the run's own values and the flags that may change are accepted
     ok(&run_in(work.path(), PPO, &["--resume", &run_s, "--learning-rate", "2.5e-4", "--total-timesteps", "2048"]));
+    // an earlier build's run without a flag that changes nothing in training (capture_video): its default
+    let old = variant("no-capture-video", &|d| edit_args(d, "\"capture_video\": false,", ""));
+    ok(&run_in(work.path(), PPO, &["--resume", &s(&old), "--total-timesteps", "3072"]));
     drop(lock);
 }
 

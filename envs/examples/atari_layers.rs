@@ -79,7 +79,8 @@ fn main() {
         ClipReward::new(env)
     };
     let resized = || ResizeObservation::new(lives(), 84, 84);
-    let layers: [(&str, Box<dyn Fn() -> Box<dyn Env<Obs = u8>>>); 6] = [
+    type Make<'a> = Box<dyn Fn() -> Box<dyn Env<Obs = u8>> + 'a>;
+    let layers: [(&str, Make); 6] = [
         ("emulator (4 frames)", Box::new(|| Box::new(Frames4(ale())))),
         ("+ MaxAndSkip, 2 screens", Box::new(|| Box::new(skip()))),
         ("+ EpisodicLife, FireReset", Box::new(|| Box::new(lives()))),

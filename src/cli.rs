@@ -1,0 +1,273 @@
+//! The command line: what the library needs of a binary's `Args` ([`Experiment`]), the flags every
+//! binary shares ([`RunArgs`]), and [`parse_args`], which parses them with CleanRL's booleans, checks
+//! the combinations that cannot work, and with `--resume` takes the run's own arguments.
+
+use crate::fail;
+use crate::flags::{at_least_one, plain_name};
+use clap::ArgAction;
+
+/// What the library needs to know of a binary's `Args` (clap's derive, serde both ways).
+pub trait Experiment: clap::Parser + serde::Serialize + serde::de::DeserializeOwned {
+    /// The binary's name, `env!("CARGO_BIN_NAME")`: `--exp-name`'s default, and what args.json and
+    /// checkpoints record so that `--resume` takes only this binary's runs.
+    const NAME: &'static str;
+    /// The binary's own flags that `--resume` may change, beside the run's length, the checkpoint
+    /// interval, `--save-model`, `--cuda` and the thread counts.
+    const RESUME_MAY_CHANGE: &'static [&'static str] = &[];
+    /// The experiment's flags, flattened into `Args`.
+    fn run(&self) -> &RunArgs;
+    /// `--env-id`.
+    fn env_id(&self) -> &str;
+    /// `--torch-threads` and `--env-threads` by default: one each, fastest for small networks.
+    fn threads() -> (usize, usize) {
+        (1, 1)
+    }
+    /// The combinations of flags that cannot work (each flag's own range is its value parser's), checked
+    /// by [`parse_args`], on `--resume`'s arguments too: bad input, one line, exit code 2.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// The experiment's flags, the same in every binary (each `Args` flattens them in).
+#[derive(clap::Args, Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RunArgs {
+    /// the name of this experiment (part of the run directory's name)
+    #[arg(long, value_parser = plain_name)] // default: the binary's name (parse_args)
+    pub exp_name: String,
+    /// seed of the experiment (envs get seed + i, torch gets seed)
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// cuDNN's deterministic algorithms, its autotuner off, as CleanRL's flag (CPU runs are deterministic either way)
+    #[arg(long, default_value_t = true)]
+    pub torch_deterministic: bool,
+    /// use CUDA when a GPU is present (`--cuda false` for the CPU)
+    #[arg(long, default_value_t = true)]
+    pub cuda: bool,
+    /// libtorch intra-op threads (1 is fastest for small networks, every core for a CNN)
+    #[arg(long, value_parser = at_least_one)] // default: Experiment::threads() (parse_args)
+    pub torch_threads: usize,
+    /// threads stepping the envs (results do not depend on it)
+    #[arg(long, value_parser = at_least_one)]
+    pub env_threads: usize,
+    /// save the weights to the run directory, then evaluate them for 10 episodes
+    #[arg(long, default_value_t = false)]
+    pub save_model: bool,
+    /// write a checkpoint (weights, optimizer, statistics) every N updates and after the last; 0: never
+    #[arg(long, default_value_t = 10)]
+    pub checkpoint_interval: usize,
+    /// continue the run in RUN_DIR from its checkpoint, with its arguments; only --total-timesteps (to
+    /// extend it), --checkpoint-interval, --save-model, --cuda and thread counts may be given anew.
+    /// The envs start fresh episodes (an LSTM from a zero state)
+    #[arg(long, value_name = "RUN_DIR")]
+    pub resume: Option<std::path::PathBuf>,
+}
+
+/// `Args::parse()` on [`command`], every error in one line with exit code 2; with `--resume`, the
+/// run's own arguments.
+/// Checks that the env id is known and is this binary's, and sets libtorch's threads (`--torch-threads`).
+pub fn parse_args<A: Experiment>() -> A {
+    let matches = command::<A>().try_get_matches();
+    let parsed = matches.and_then(|m| A::from_arg_matches(&m).map(|args| (args, m)));
+    let (args, matches) = parsed.unwrap_or_else(|e| match e.kind() {
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
+        _ => fail(2, one_line(&e)),
+    });
+    let cuda_given = matches.value_source("cuda") == Some(clap::parser::ValueSource::CommandLine);
+    crate::device::CUDA_ASKED.store(cuda_given && args.run().cuda, std::sync::atomic::Ordering::Relaxed);
+    let args = match &args.run().resume {
+        Some(dir) => resumed_args(dir, &args, &matches).unwrap_or_else(|e| fail(2, e)),
+        None => args,
+    };
+    envs::check_id(A::NAME, args.env_id()).unwrap_or_else(|e| fail(2, e));
+    if args.run().resume.is_none() {
+        run_dir_can_be_made(&args).unwrap_or_else(|e| fail(2, e));
+    }
+    args.check().unwrap_or_else(|e| fail(2, e));
+    tch::set_num_threads(args.run().torch_threads as i32);
+    args
+}
+
+/// What clap parses for a binary: `A`'s flags with CleanRL's booleans (`--cuda` alone means true,
+/// `--cuda false` turns it off), and the defaults that come from the binary (its name for
+/// `--exp-name`, its thread counts).
+fn command<A: Experiment>() -> clap::Command {
+    let optional_value = |arg: clap::Arg| match arg.get_action() {
+        ArgAction::SetTrue => {
+            let default = arg.get_default_values().first().cloned().unwrap_or_else(|| "false".into());
+            arg.action(ArgAction::Set)
+                .num_args(0..=1)
+                .default_missing_value("true")
+                .default_value(default)
+                .value_name("BOOL")
+        }
+        _ => arg,
+    };
+    let command = A::command().args_override_self(true).allow_negative_numbers(true).mut_args(optional_value);
+    let default = |value: String| move |arg: clap::Arg| arg.required(false).default_value(value);
+    let command = command.mut_arg("exp_name", default(A::NAME.into()));
+    let command = command.mut_arg("torch_threads", default(A::threads().0.to_string()));
+    command.mut_arg("env_threads", default(A::threads().1.to_string()))
+}
+
+/// Seconds since 1970, for the run's name.
+pub fn unix_time() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The flags that `--resume` takes from the command line; the others are the run's (args.json).
+/// (and the binary's `Experiment::RESUME_MAY_CHANGE`).
+const RESUME_MAY_CHANGE: [&str; 7] =
+    ["resume", "total_timesteps", "checkpoint_interval", "save_model", "cuda", "torch_threads", "env_threads"];
+
+/// Flags that change nothing in the training (only what is recorded beside it): a run of an earlier
+/// build whose args.json lacks one resumes with its default.
+const NO_EFFECT_ON_TRAINING: [&str; 1] = ["capture_video"];
+
+/// The longest name a file may have here (Linux's and macOS's NAME_MAX, in bytes).
+const NAME_MAX: usize = 255;
+
+/// Before anything starts: `runs` is a directory (or absent), and the run's directory name
+/// `<env-id>__<exp-name>__<seed>__<unix time>` (with room for a `-N` suffix) is a name this file
+/// system takes; the videos' folder has the same name.
+fn run_dir_can_be_made<A: Experiment>(args: &A) -> Result<(), String> {
+    let runs = std::path::Path::new("runs");
+    if runs.exists() && !runs.is_dir() {
+        return Err("runs is not a directory: the runs go in ./runs/, so move that file away".into());
+    }
+    let run = args.run();
+    let fixed = format!("{}__{}__{}__{}-999", args.env_id(), "", run.seed, unix_time()).len();
+    if fixed + run.exp_name.len() > NAME_MAX {
+        let (n, most) = (run.exp_name.len(), NAME_MAX.saturating_sub(fixed));
+        return Err(format!(
+            "--exp-name is {n} bytes; the run directory's name <env-id>__<exp-name>__<seed>__<time> allows it {most}"
+        ));
+    }
+    Ok(())
+}
+
+/// `--resume DIR`: the arguments in the run's args.json, with those of `RESUME_MAY_CHANGE` that the
+/// command line gives; another flag given with a value other than the run's is an error. The
+/// values go through the same parsers as the command line's (a value out of range, a key that is
+/// no flag, a flag missing: one line, exit code 2); the binary's combination checks follow.
+fn resumed_args<A: Experiment>(dir: &std::path::Path, given: &A, matches: &clap::ArgMatches) -> Result<A, String> {
+    let cannot = |why: String| format!("cannot resume {}: {why}", dir.display());
+    let json = std::fs::read_to_string(dir.join("args.json"))
+        .map_err(|e| cannot(format!("no args.json there ({e}); --resume takes a run directory, runs/<run-name>")))?;
+    let mut saved: serde_json::Value =
+        serde_json::from_str(&json).map_err(|e| cannot(format!("its args.json is damaged ({e})")))?;
+    let bin = A::NAME;
+    if saved["binary"] != bin {
+        let other = saved["binary"].as_str().unwrap_or("an earlier version").to_string();
+        return Err(cannot(format!("it is a run of {other}, not of {bin}")));
+    }
+    let given = serde_json::to_value(given).map_err(|e| e.to_string())?;
+    for (key, value) in given.as_object().into_iter().flatten() {
+        if matches.value_source(key) != Some(clap::parser::ValueSource::CommandLine) {
+            continue;
+        }
+        if RESUME_MAY_CHANGE.contains(&key.as_str()) || A::RESUME_MAY_CHANGE.contains(&key.as_str()) {
+            saved[key] = value.clone();
+        } else if saved[key] != *value {
+            let (flag, run) = (key.replace('_', "-"), &saved[key]);
+            let may = "the run's length (to extend it), --checkpoint-interval, --save-model, --cuda and thread counts";
+            return Err(cannot(format!(
+                "--{flag} {value} is not the run's {run}; with --resume only {may} may change"
+            )));
+        }
+    }
+    let words = as_words::<A>(&saved, dir).map_err(|e| cannot(format!("its args.json {e}")))?;
+    let matches = command::<A>()
+        .try_get_matches_from(words)
+        .map_err(|e| cannot(format!("its args.json has {}", one_line(&e))))?;
+    A::from_arg_matches(&matches).map_err(|e| cannot(format!("its args.json does not fit {bin} ({})", one_line(&e))))
+}
+
+/// args.json's values as the command line that gives them: `--flag=value` for each of the
+/// binary's flags (lists joined by commas), `--resume=DIR`.
+fn as_words<A: Experiment>(saved: &serde_json::Value, dir: &std::path::Path) -> Result<Vec<String>, String> {
+    let saved = saved.as_object().ok_or("is not an object")?;
+    let command = command::<A>();
+    let flags: Vec<_> = command.get_arguments().filter_map(|a| Some((a.get_id().as_str(), a.get_long()?))).collect();
+    if let Some(key) =
+        saved.keys().find(|k| !["binary", "device"].contains(&k.as_str()) && !flags.iter().any(|(id, _)| id == k))
+    {
+        return Err(format!("has \"{key}\", which is no flag of {}", A::NAME));
+    }
+    let mut words = vec![A::NAME.to_string(), format!("--resume={}", dir.display())];
+    for (id, long) in flags.into_iter().filter(|(id, _)| *id != "resume") {
+        let scalar = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+        let may_default = [&RESUME_MAY_CHANGE[..], &NO_EFFECT_ON_TRAINING, A::RESUME_MAY_CHANGE].concat().contains(&id);
+        let value = match saved.get(id) {
+            None if may_default => continue, // a flag added since the run: its default changes nothing in training
+            None => {
+                let (bin, fix) = (A::NAME, format!("start a new run, or add \"{id}\" with the value the run used"));
+                return Err(format!("lacks \"{id}\" (--{long}): the run comes from an earlier build of {bin}; {fix}"));
+            }
+            Some(value) => value,
+        };
+        let values: Vec<String> = match value {
+            serde_json::Value::Null => continue,
+            serde_json::Value::Array(items) if items.is_empty() => continue,
+            serde_json::Value::Array(items) => items.iter().map(scalar).collect(),
+            value => vec![scalar(value)],
+        };
+        words.push(format!("--{long}={}", values.join(",")));
+    }
+    Ok(words)
+}
+
+/// clap's first paragraph (the error and the allowed values), in one line, without its usage lines.
+fn one_line(e: &clap::Error) -> String {
+    e.to_string().split("\n\n").next().unwrap_or_default().trim_start_matches("error: ").replace("\n  ", " ")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use clap::FromArgMatches;
+
+    /// A binary's `Args` in miniature.
+    #[derive(clap::Parser, serde::Serialize, serde::Deserialize)]
+    pub(crate) struct Args {
+        #[command(flatten)]
+        #[serde(flatten)]
+        pub(crate) run: RunArgs,
+        #[arg(long, default_value = "CartPole-v1")]
+        pub(crate) env_id: String,
+    }
+
+    impl Experiment for Args {
+        const NAME: &'static str = "ppo";
+        fn run(&self) -> &RunArgs {
+            &self.run
+        }
+        fn env_id(&self) -> &str {
+            &self.env_id
+        }
+        fn threads() -> (usize, usize) {
+            (3, 2)
+        }
+    }
+
+    pub(crate) fn run_args() -> RunArgs {
+        let args: Args = parse_from(["ppo"]).expect("the defaults parse");
+        args.run
+    }
+
+    /// `parse_args`'s command, from given words.
+    fn parse_from<const N: usize>(words: [&str; N]) -> Result<Args, clap::Error> {
+        Args::from_arg_matches(&command::<Args>().try_get_matches_from(words)?)
+    }
+
+    /// The binary's name and thread counts are the defaults of --exp-name and the thread flags.
+    #[test]
+    fn the_binarys_name_and_threads_are_the_defaults() {
+        let args = run_args();
+        assert_eq!((args.exp_name.as_str(), args.torch_threads, args.env_threads), ("ppo", 3, 2));
+        let given = parse_from(["ppo", "--torch-threads", "5", "--exp-name", "x", "--cuda"]).expect("parses");
+        assert_eq!((given.run.exp_name.as_str(), given.run.torch_threads, given.run.cuda), ("x", 5, true));
+        let given = parse_from(["ppo", "--cuda", "false", "--save-model"]).expect("parses");
+        assert_eq!((given.run.cuda, given.run.save_model), (false, true), "CleanRL's booleans");
+    }
+}

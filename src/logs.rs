@@ -1,0 +1,400 @@
+//! The run's logs: the directory `runs/<run-name>/` and what goes in it (CleanRL's SummaryWriter and
+//! more): args.json, episodes.csv and updates.csv, TensorBoard events, the progress bar, the saved
+//! model and eval.csv. [`RunLog::checkpoint`] is in `checkpoint`.
+
+use crate::checkpoint::{logs_reach, read_checkpoint, Start};
+use crate::cli::Experiment;
+use crate::fail;
+use crate::lock::{tmp_path, RunLock};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::Instant;
+use tch::{nn, Device, Kind, Tensor};
+
+/// A logged value: a number on the host, or a scalar tensor on the device (a loss, a KL estimate).
+/// [`RunLog::update`] reads all of an update's device values to the host in one copy: on a GPU the
+/// update waits for it once, not once per value.
+#[derive(Clone, Copy)]
+pub enum Logged<'a> {
+    OnHost(f64),
+    OnDevice(&'a Tensor),
+}
+
+impl Logged<'_> {
+    /// The value on the host (a device value: a copy of its own).
+    pub fn value(&self) -> f64 {
+        match self {
+            Logged::OnHost(x) => *x,
+            Logged::OnDevice(t) => t.double_value(&[]),
+        }
+    }
+}
+
+/// Scalar tensors of one device, read to the host in one copy (one wait for a GPU), as f64.
+pub fn read_host(ts: &[&Tensor]) -> Vec<f64> {
+    if ts.is_empty() {
+        return Vec::new();
+    }
+    let all = Tensor::cat(&ts.iter().map(|t| t.to_kind(Kind::Double).reshape([-1])).collect::<Vec<_>>(), 0);
+    let numel = all.numel();
+    let mut host = vec![0f64; numel];
+    all.to_device(Device::Cpu).copy_data(&mut host, numel);
+    host
+}
+
+/// The run directory `runs/<run-name>/` and what goes in it: args.json, episodes.csv and
+/// updates.csv (flushed every update), TensorBoard events with the CSVs' tags and steps
+/// (`tensorboard --logdir runs`), the model and eval.csv; and the progress on the terminal.
+pub struct RunLog {
+    pub(crate) dir: std::path::PathBuf,
+    /// held to the end of the process: no other process writes this run
+    pub(crate) _lock: RunLock,
+    pub(crate) episodes: csv::Writer<std::fs::File>,
+    pub(crate) updates: csv::Writer<std::fs::File>,
+    pub(crate) rows: usize,
+    /// episodes.csv's rows so far (the checkpoint records both counts; a resume checks them)
+    pub(crate) episode_rows: usize,
+    /// the number of processes whose episodes this log records (the ranks of a data-parallel run):
+    /// above one, episodes.csv gets a fourth column naming each episode's rank
+    pub(crate) ranks: usize,
+    pub(crate) episodes_header: bool,
+    pub(crate) recent: std::collections::VecDeque<f64>,
+    pub(crate) tb: tboard::EventWriter<std::fs::File>,
+    /// a progress bar on a terminal; a plain line every 2% of the run otherwise
+    pub(crate) bar: Option<ProgressBar>,
+    /// when the previous update was logged (or the run started): the iteration's wall time
+    pub(crate) last_update: Instant,
+    /// when the run started, as if it had never stopped (for the checkpoint's elapsed time)
+    pub(crate) start_time: Instant,
+    pub(crate) checkpoint_interval: usize,
+    /// the time the last checkpoint took to write, logged with the next update
+    pub(crate) checkpoint_seconds: f64,
+    pub(crate) binary: &'static str,
+    pub(crate) env_id: String,
+    pub(crate) num_iterations: usize,
+    /// the last update's iteration, global_step and learning rate, for the checkpoint after it
+    pub(crate) last: (usize, u64, f64),
+    /// when this process started, and at which iteration: the time left is estimated from the pace since
+    pub(crate) resumed: (Instant, usize),
+}
+
+impl RunLog {
+    /// Makes a directory of the run's own: `runs/<run_name>`, or `<run_name>-2`, `-3`, ... when
+    /// another run (e.g. one started in the same second) has that name; with `--resume`, opens the
+    /// run's directory again. Either way this process takes the run's lock first (one writer per
+    /// run: a second is refused with exit code 2, having changed nothing); other failures exit with 1.
+    /// `device` is the device line (recorded in args.json); the run's length is `start`'s.
+    pub fn create<A: Experiment>(run_name: &str, args: &A, device: &str, start: &Start) -> RunLog {
+        let dir = match &args.run().resume {
+            Some(dir) => dir.clone(),
+            None => new_run_dir(run_name).unwrap_or_else(|e| fail(1, format!("cannot create runs/{run_name}: {e}"))),
+        };
+        if start.checkpoint.is_some() {
+            // refused before the lock, whose file would then name this process
+            kept_logs(&dir, start).unwrap_or_else(|e| fail(1, format!("cannot read {}: {e}", dir.display())));
+        }
+        let lock = RunLock::take(&dir, A::NAME).unwrap_or_else(|e| fail(2, e));
+        if let Some(read) = &start.checkpoint {
+            // another process may have resumed the run and ended between our reading and our lock
+            let now = read_checkpoint(&dir, A::NAME, args.env_id()).map(|(meta, _)| meta.checksum);
+            if now != Ok(read.checksum) {
+                fail(2, format!("{}: its checkpoint changed while this process started; resume again", dir.display()));
+            }
+        }
+        let log = RunLog::open(dir, lock, args, device, start);
+        log.unwrap_or_else(|e| fail(1, format!("cannot write runs/{run_name}: {e}")))
+    }
+
+    /// With `--resume` the CSVs are cut back to the checkpoint (what was logged after it goes) and
+    /// TensorBoard's events are written anew from them, so that no row is missing or repeated.
+    /// Refuses (exit code 2, nothing changed) logs that do not reach the checkpoint.
+    pub(crate) fn open<A: Experiment>(
+        dir: std::path::PathBuf,
+        lock: RunLock,
+        args: &A,
+        device: &str,
+        start: &Start,
+    ) -> std::io::Result<RunLog> {
+        let (updates_kept, episodes_kept) = kept_logs(&dir, start)?;
+        let mut json = serde_json::to_value(args)?;
+        json["binary"] = A::NAME.into(); // what --resume checks
+        json["device"] = device.into(); // the device the run used, as the line at start says
+        let tmp = tmp_path(&dir.join("args.json"));
+        std::fs::write(&tmp, serde_json::to_string_pretty(&json)? + "\n")?;
+        std::fs::rename(tmp, dir.join("args.json"))?;
+        rewrite(&dir.join("updates.csv"), &updates_kept)?;
+        rewrite(&dir.join("episodes.csv"), &episodes_kept)?;
+        let old_events: Vec<_> = std::fs::read_dir(&dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("events.out.tfevents.")))
+            .collect();
+        if start.iteration > 0 {
+            println!("resuming {} at iteration {}, global_step {}", dir.display(), start.iteration, start.global_step);
+        }
+        let mut tb = tboard::EventWriter::create(&dir).map_err(std::io::Error::other)?;
+        for (header, rows) in [&updates_kept, &episodes_kept] {
+            let step = header.iter().position(|h| h == "global_step").unwrap_or(0);
+            for row in rows {
+                let step = row[step].parse::<f64>().unwrap_or(0.0) as i64;
+                for (tag, value) in header.iter().zip(row).filter(|(tag, _)| tag.contains('/')) {
+                    let value = value.parse::<f64>().unwrap_or(f64::NAN) as f32;
+                    tb.write_scalar(step, tag, value).map_err(std::io::Error::other)?;
+                }
+            }
+        }
+        for old in old_events {
+            std::fs::remove_file(old)?;
+        }
+        let append = |name: &str| -> std::io::Result<csv::Writer<std::fs::File>> {
+            let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(name))?;
+            Ok(csv::Writer::from_writer(file))
+        };
+        let (episodes, updates) = (append("episodes.csv")?, append("updates.csv")?);
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let template = "{elapsed_precise} [{wide_bar}] {pos}/{len} updates, {eta_precise} left, {msg}";
+            let style = ProgressStyle::with_template(template).expect("valid template");
+            ProgressBar::new(start.num_iterations as u64).with_style(style).with_position(start.iteration as u64)
+        });
+        let return_column = episodes_kept.0.iter().position(|h| h == "charts/episodic_return"); // kept_logs checked it
+        let returns = episodes_kept.1.iter().rev().take(20).rev();
+        let recent = returns.filter_map(|row| row.get(return_column?)?.parse().ok()).collect();
+        Ok(RunLog {
+            dir,
+            _lock: lock,
+            episodes,
+            updates,
+            rows: updates_kept.1.len(),
+            episode_rows: episodes_kept.1.len(),
+            ranks: 1,
+            episodes_header: !episodes_kept.0.is_empty(),
+            recent,
+            tb,
+            bar,
+            last_update: Instant::now(),
+            start_time: start.start_time,
+            checkpoint_interval: args.run().checkpoint_interval,
+            checkpoint_seconds: 0.0,
+            binary: A::NAME,
+            env_id: args.env_id().to_string(),
+            num_iterations: start.num_iterations,
+            last: (start.iteration, start.global_step, f64::NAN),
+            resumed: (Instant::now(), start.iteration),
+        })
+    }
+
+    /// A log of the episodes of `ranks` processes (a data-parallel run): episodes.csv gets a fourth
+    /// column, each episode's rank.
+    pub fn with_ranks(self, ranks: usize) -> RunLog {
+        RunLog { ranks, ..self }
+    }
+
+    /// The episodes that ended at this step: CleanRL's `charts/episodic_return` and `episodic_length`.
+    pub fn episodes(&mut self, global_step: u64, finished: &[envs::FinishedEpisode]) {
+        for ep in finished {
+            self.episode_of_rank(0, global_step, ep.r, ep.l);
+        }
+    }
+
+    /// One episode of process `rank` (in a data-parallel run, one process logs them all).
+    pub fn episode_of_rank(&mut self, rank: usize, global_step: u64, r: f64, l: u64) {
+        self.episodes_header();
+        let mut record = vec![global_step.to_string(), r.to_string(), l.to_string()];
+        if self.ranks > 1 {
+            record.push(rank.to_string());
+        }
+        // a failed write surfaces at the next update's flush
+        let _ = self.episodes.write_record(&record);
+        self.episode_rows += 1;
+        let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_return", r as f32);
+        let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_length", l as f32);
+        self.recent.push_back(r);
+        if self.recent.len() > 20 {
+            self.recent.pop_front();
+        }
+    }
+
+    /// Appends one row of (column, value) pairs (the header first) and the timing columns:
+    /// the iteration's collection time (its wall time less learning), env stepping, learning, and
+    /// writing the checkpoint after the previous update.
+    /// Flushes, and shows progress. A non-finite `loss` (the last minibatch's) then ends the run,
+    /// its rows kept. `env_seconds`: the time the envs took to step since the last update;
+    /// `learning`: when the update (the epochs) began.
+    pub fn update(&mut self, row: &[(&str, Logged)], loss: &Tensor, env_seconds: f64, learning: Instant) {
+        let on_device = row.iter().filter_map(|(_, v)| if let Logged::OnDevice(t) = v { Some(*t) } else { None });
+        let mut read = read_host(&on_device.chain([loss]).collect::<Vec<_>>()).into_iter();
+        let mut row: Vec<(&str, f64)> = row
+            .iter()
+            .map(|(name, v)| (*name, if let Logged::OnHost(x) = v { *x } else { read.next().unwrap_or(f64::NAN) }))
+            .collect();
+        let loss = read.next().unwrap_or(f64::NAN);
+        let (iteration_seconds, now) = (self.last_update.elapsed().as_secs_f64(), Instant::now());
+        let learning_seconds = learning.elapsed().as_secs_f64();
+        let checkpoint_seconds = std::mem::take(&mut self.checkpoint_seconds);
+        // CleanRL's charts/SPS: steps per second since the run started, after explained_variance
+        let global_step = row.iter().find(|(n, _)| *n == "global_step").map_or(0.0, |(_, v)| *v);
+        let sps = (global_step / self.start_time.elapsed().as_secs_f64()).floor();
+        let at = row.iter().position(|(n, _)| *n == "losses/explained_variance").map_or(row.len(), |i| i + 1);
+        row.insert(at, ("charts/SPS", sps));
+        row.push(("timing/collection_seconds", iteration_seconds - learning_seconds - checkpoint_seconds));
+        row.push(("timing/env_seconds", env_seconds));
+        row.push(("timing/learning_seconds", learning_seconds));
+        row.push(("timing/checkpoint_seconds", checkpoint_seconds));
+        self.last_update = now;
+        if let Err(e) = self.write(&row) {
+            self.fail(format!("cannot write the metrics: {e}"));
+        }
+        self.rows += 1;
+        let get = |name: &str| row.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
+        self.last = (get("iteration") as usize, get("global_step") as u64, get("charts/learning_rate"));
+        let iterations = self.num_iterations;
+        let mean = self.recent.iter().sum::<f64>() / self.recent.len() as f64; // NaN before any episode
+        let msg = format!("SPS {}, return (last 20) {mean:.1}", get("charts/SPS"));
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(get("iteration") as u64);
+                bar.set_message(msg);
+            }
+            None if self.rows.is_multiple_of(iterations.div_ceil(50)) || self.rows == iterations => {
+                // the time left at this process's pace so far
+                let ((since, first), iteration) = (self.resumed, get("iteration"));
+                let pace = since.elapsed().as_secs_f64() / (iteration - first as f64);
+                let left = (pace * (iterations as f64 - iteration)) as u64;
+                let eta = format!("{:02}:{:02}:{:02}", left / 3600, left / 60 % 60, left % 60);
+                println!("update {}/{iterations}, global_step {}, {eta} left, {msg}", self.rows, get("global_step"));
+            }
+            None => {}
+        }
+        if !loss.is_finite() {
+            let losses =
+                ["losses/policy_loss", "losses/value_loss", "losses/entropy"].map(|c| format!("{c} {}", get(c)));
+            self.fail(format!("the loss became non-finite at update {} ({})", get("iteration"), losses.join(", ")));
+        }
+    }
+
+    /// episodes.csv's header, once: before its first row or at the first update, whichever comes first
+    fn episodes_header(&mut self) {
+        if !self.episodes_header {
+            self.episodes_header = true;
+            let rank = (self.ranks > 1).then_some("rank");
+            let header = ["global_step", "charts/episodic_return", "charts/episodic_length"].into_iter().chain(rank);
+            let _ = self.episodes.write_record(header); // a failed write surfaces at the next flush
+        }
+    }
+
+    fn write(&mut self, row: &[(&str, f64)]) -> std::io::Result<()> {
+        self.episodes_header();
+        if self.rows == 0 {
+            self.updates.write_record(row.iter().map(|(name, _)| name))?;
+        }
+        self.updates.write_record(row.iter().map(|(_, value)| value.to_string()))?;
+        let step = row.iter().find(|(name, _)| *name == "global_step").map_or(0, |(_, v)| *v as i64);
+        for (tag, value) in row.iter().filter(|(name, _)| name.contains('/')) {
+            // TensorBoard keeps f32, as CleanRL's SummaryWriter does
+            self.tb.write_scalar(step, tag, *value as f32).map_err(std::io::Error::other)?;
+        }
+        self.updates.flush()?;
+        self.episodes.flush()
+    }
+
+    /// Saves the weights as `<name>.safetensors` in the run directory: written to a temporary
+    /// file, then renamed, so a crash never leaves a half-written model. Fails with exit code 1.
+    pub fn save(&self, vs: &nn::VarStore, name: &str) -> std::path::PathBuf {
+        let path = self.dir.join(format!("{name}.safetensors"));
+        let tmp = tmp_path(&path);
+        let saved = vs.save(&tmp).and_then(|()| Ok(std::fs::rename(&tmp, &path)?));
+        saved.unwrap_or_else(|e| fail(1, format!("cannot save {}: {e}", path.display())));
+        println!("model saved to {}", path.display());
+        path
+    }
+
+    /// Writes eval.csv (one row per episode, CleanRL's tag) and prints the mean.
+    pub fn eval(&self, returns: &[f64]) {
+        let write = || -> std::io::Result<()> {
+            let mut w = csv::Writer::from_path(self.dir.join("eval.csv"))?;
+            w.write_record(["episode", "eval/episodic_return"])?;
+            for (i, r) in returns.iter().enumerate() {
+                w.write_record(&[i.to_string(), r.to_string()])?;
+            }
+            w.flush()
+        };
+        write().unwrap_or_else(|e| fail(1, format!("cannot write eval.csv: {e}")));
+        let mean = returns.iter().sum::<f64>() / returns.len() as f64;
+        println!("eval: mean episodic return {mean:.1} over {} episodes", returns.len());
+    }
+
+    /// Ends the progress bar where it stands, then fails with exit code 1 (metrics so far are kept).
+    pub fn fail(&self, msg: String) -> ! {
+        if let Some(bar) = &self.bar {
+            bar.abandon();
+        }
+        fail(1, format!("{msg}; the metrics so far are in {}", self.dir.display()))
+    }
+}
+
+/// `--resume`: a CSV file's header and its rows up to the last whose `column` is at most `limit` (a
+/// row cut short by a crash ends them); none when the file does not exist (a new run).
+fn rows_up_to(path: &std::path::Path, column: &str, limit: f64) -> std::io::Result<Table> {
+    if !path.exists() {
+        return Ok(Default::default());
+    }
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_path(path)?;
+    let header = reader.headers()?.clone();
+    let i = header.iter().position(|h| h == column).unwrap_or(0);
+    let fits = |r: &csv::StringRecord| r.len() == header.len() && r[i].parse::<f64>().is_ok_and(|x| x <= limit);
+    let rows: Vec<_> = reader.records().map_while(|r| r.ok().filter(fits)).collect();
+    Ok((header, rows))
+}
+
+/// The rows of updates.csv and episodes.csv up to where the loop starts; with `--resume` they must
+/// hold every row up to the checkpoint (one line, exit code 2 otherwise).
+fn kept_logs(dir: &std::path::Path, start: &Start) -> std::io::Result<(Table, Table)> {
+    let (iteration, global_step) = (start.iteration as f64, start.global_step as f64);
+    let updates_kept = rows_up_to(&dir.join("updates.csv"), "iteration", iteration)?;
+    let episodes_kept = rows_up_to(&dir.join("episodes.csv"), "global_step", global_step)?;
+    let needed = [("updates.csv", &updates_kept, "iteration"), ("episodes.csv", &episodes_kept, "global_step")];
+    let needed = needed.into_iter().chain([("episodes.csv", &episodes_kept, "charts/episodic_return")]);
+    for (name, (header, _), column) in needed {
+        if !header.is_empty() && !header.iter().any(|h| h == column) {
+            fail(2, format!("cannot resume {}: its {name} has no {column} column (damaged)", dir.display()));
+        }
+    }
+    if let Some(checkpoint) = &start.checkpoint {
+        logs_reach(checkpoint, updates_kept.1.len(), episodes_kept.1.len())
+            .unwrap_or_else(|e| fail(2, format!("cannot resume {}: {e}", dir.display())));
+    }
+    Ok((updates_kept, episodes_kept))
+}
+
+/// A CSV file's header and rows.
+type Table = (csv::StringRecord, Vec<csv::StringRecord>);
+
+/// Writes a CSV file anew with `table` (what was logged after the checkpoint goes), atomically.
+fn rewrite(path: &std::path::Path, (header, rows): &Table) -> std::io::Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let tmp = tmp_path(path);
+    let mut writer = csv::Writer::from_path(&tmp)?;
+    if !header.is_empty() {
+        writer.write_record(header)?;
+    }
+    for row in rows {
+        writer.write_record(row)?;
+    }
+    writer.flush()?;
+    std::fs::rename(tmp, path)
+}
+
+/// A new directory `runs/<run_name>` (`-2`, `-3`, ... appended while the name is taken).
+fn new_run_dir(run_name: &str) -> std::io::Result<std::path::PathBuf> {
+    std::fs::create_dir_all("runs")?;
+    for suffix in 1.. {
+        let name = if suffix == 1 { run_name.to_string() } else { format!("{run_name}-{suffix}") };
+        let dir = std::path::Path::new("runs").join(name);
+        match std::fs::create_dir(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            created => return created.map(|()| dir),
+        }
+    }
+    unreachable!("a free name")
+}
