@@ -67,7 +67,11 @@ pub struct RunArgs {
 /// run's own arguments.
 /// Checks that the env id is known and is this binary's, and sets libtorch's threads (`--torch-threads`).
 pub fn parse_args<A: Experiment>() -> A {
-    let matches = command::<A>().try_get_matches();
+    let words: Vec<String> = std::env::args_os()
+        .map(|w| w.into_string().unwrap_or_else(|w| fail(2, format!("{} is not UTF-8", w.to_string_lossy()))))
+        .collect();
+    let words = cleanrl_words(&command::<A>(), words).unwrap_or_else(|e| fail(2, e));
+    let matches = command::<A>().try_get_matches_from(words);
     let parsed = matches.and_then(|m| A::from_arg_matches(&m).map(|args| (args, m)));
     let (args, matches) = parsed.unwrap_or_else(|e| match e.kind() {
         clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => e.exit(),
@@ -84,18 +88,24 @@ pub fn parse_args<A: Experiment>() -> A {
         run_dir_can_be_made(&args).unwrap_or_else(|e| fail(2, e));
     }
     args.check().unwrap_or_else(|e| fail(2, e));
+    if std::env::var_os("PPO_PARSE_ONLY").is_some() {
+        // tests/cleanrl_args.rs: the arguments as parsed, and nothing run
+        println!("{}", serde_json::to_string(&args).unwrap_or_else(|e| fail(1, e.to_string())));
+        std::process::exit(0);
+    }
     tch::set_num_threads(args.run().torch_threads as i32);
     args
 }
 
 /// What clap parses for a binary: `A`'s flags with CleanRL's booleans (`--cuda` alone means true,
-/// `--cuda false` turns it off), and the defaults that come from the binary (its name for
+/// `--cuda false` or `--cuda False` turns it off; `--no-cuda` is [`cleanrl_words`]'), and the defaults that come from the binary (its name for
 /// `--exp-name`, its thread counts).
 fn command<A: Experiment>() -> clap::Command {
     let optional_value = |arg: clap::Arg| match arg.get_action() {
         ArgAction::SetTrue => {
             let default = arg.get_default_values().first().cloned().unwrap_or_else(|| "false".into());
             arg.action(ArgAction::Set)
+                .value_parser(clap::builder::BoolishValueParser::new()) // true, True, 1, yes, ... as CleanRL's users write them
                 .num_args(0..=1)
                 .default_missing_value("true")
                 .default_value(default)
@@ -108,6 +118,133 @@ fn command<A: Experiment>() -> clap::Command {
     let command = command.mut_arg("exp_name", default(A::NAME.into()));
     let command = command.mut_arg("torch_threads", default(A::threads().0.to_string()));
     command.mut_arg("env_threads", default(A::threads().1.to_string()))
+}
+
+/// CleanRL's fields that are no flag here, and what a pasted command line gets for each (the fields
+/// of every script followed are in tests/golden/cleanrl_args.json).
+#[derive(Clone, Copy, PartialEq)]
+enum Foreign {
+    /// `--track`, with `--wandb-project-name` and `--wandb-entity`: no Weights & Biases client runs
+    /// here; the run's end prints the `wandb sync` command that sends its TensorBoard events there
+    Track,
+    WandbProject,
+    WandbEntity,
+    /// `--upload-model` (true): refused, naming `--save-model` and `huggingface-cli upload`;
+    /// `--hf-entity` serves only it
+    UploadModel,
+    HfEntity,
+    /// filled in at run time by CleanRL too, which overwrites what is given: ignored, with a note
+    Computed,
+    /// the all-reduce's backend (ppo_atari_multigpu.py): NCCL or MPI is picked per run
+    Backend,
+    /// the blog's `--gae`: GAE is always on here (Core 5)
+    Gae,
+    /// `--capture-video` for a binary whose envs draw no frames: refused when true
+    CaptureVideo,
+}
+
+const FOREIGN: [(&str, Foreign); 15] = [
+    ("track", Foreign::Track),
+    ("wandb-project-name", Foreign::WandbProject),
+    ("wandb-entity", Foreign::WandbEntity),
+    ("upload-model", Foreign::UploadModel),
+    ("hf-entity", Foreign::HfEntity),
+    ("batch-size", Foreign::Computed),
+    ("minibatch-size", Foreign::Computed),
+    ("num-iterations", Foreign::Computed),
+    ("local-batch-size", Foreign::Computed),
+    ("local-minibatch-size", Foreign::Computed),
+    ("world-size", Foreign::Computed),
+    ("num-envs", Foreign::Computed),
+    ("backend", Foreign::Backend),
+    ("gae", Foreign::Gae),
+    ("capture-video", Foreign::CaptureVideo),
+];
+
+/// `--track`'s project and entity, when given: printed with the `wandb sync` command at the run's end.
+pub(crate) static TRACK: std::sync::OnceLock<(String, Option<String>)> = std::sync::OnceLock::new();
+
+/// A boolean's value as CleanRL's users write it: tyro's `True` / `False`, argparse's strtobool.
+fn boolish(word: &str) -> Option<bool> {
+    match word.to_ascii_lowercase().as_str() {
+        "true" | "t" | "yes" | "y" | "on" | "1" => Some(true),
+        "false" | "f" | "no" | "n" | "off" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// The command line as CleanRL's users write it, in this binary's spelling: `--a_b` is `--a-b`,
+/// `--no-flag` (or `--no_flag`) is `--flag=false` for a boolean flag, the blog's `--gym-id` is
+/// `--env-id`; CleanRL's fields that are no flag here are taken out ([`Foreign`]). `True` and
+/// `False` are booleans' values through clap's boolish parser ([`command`]). Errors: one line.
+fn cleanrl_words(command: &clap::Command, words: Vec<String>) -> Result<Vec<String>, String> {
+    let long = |name: &str| command.get_arguments().find(|a| a.get_long() == Some(name));
+    let is_bool = |name: &str| long(name).is_some_and(|a| a.get_value_names().is_some_and(|v| v == ["BOOL"]));
+    let (mut out, mut words) = (Vec::new(), words.into_iter().peekable());
+    let (mut track, mut project, mut entity) = (false, None, None);
+    while let Some(word) = words.next() {
+        let Some(flag) = word.strip_prefix("--").filter(|f| !f.is_empty()) else {
+            out.push(word);
+            continue;
+        };
+        let (name, inline) = flag.split_once('=').map_or((flag, None), |(n, v)| (n, Some(v.to_string())));
+        let mut name = match name.replace('_', "-") {
+            gym if gym == "gym-id" && long("env-id").is_some() => "env-id".to_string(),
+            name => name,
+        };
+        let foreign = |name: &str| FOREIGN.iter().find(|(n, _)| *n == name).map(|&(_, f)| f);
+        let boolean =
+            |f: Foreign| matches!(f, Foreign::Track | Foreign::UploadModel | Foreign::Gae | Foreign::CaptureVideo);
+        let negated = name.strip_prefix("no-").filter(|b| is_bool(b) || foreign(b).is_some_and(boolean));
+        let (name, inline) = match negated {
+            Some(base) if long(&name).is_none() && inline.is_none() => (base.to_string(), Some("false".to_string())),
+            _ => (std::mem::take(&mut name), inline),
+        };
+        if long(&name).is_some() {
+            out.push(inline.map_or(format!("--{name}"), |v| format!("--{name}={v}")));
+            continue;
+        }
+        let Some(foreign) = foreign(&name) else {
+            out.push(word); // clap says it is unknown, in the user's spelling
+            continue;
+        };
+        let boolean = boolean(foreign);
+        let value = match inline {
+            Some(v) => v,
+            None if boolean => match words.peek().and_then(|w| boolish(w)) {
+                Some(_) => words.next().unwrap_or_default(),
+                None => "true".into(),
+            },
+            None => words.next().ok_or(format!("--{name} needs a value"))?,
+        };
+        let on = || boolish(&value).ok_or(format!("--{name}: invalid value '{value}' (true or false)"));
+        match foreign {
+            Foreign::Track => track = on()?,
+            Foreign::WandbProject => project = Some(value),
+            Foreign::WandbEntity => entity = Some(value),
+            Foreign::UploadModel if on()? => {
+                return Err("--upload-model: no Hugging Face client runs here; --save-model writes the model into \
+                            runs/<run-name>/, which `huggingface-cli upload` sends"
+                    .into())
+            }
+            Foreign::UploadModel | Foreign::HfEntity => {}
+            Foreign::Computed => eprintln!("note: --{name} is computed at run time, as CleanRL does: {value} ignored"),
+            Foreign::Backend if ["gloo", "nccl", "mpi"].contains(&value.as_str()) => {
+                eprintln!("note: --backend {value} ignored: NCCL or MPI is picked per run (the device line says which)")
+            }
+            Foreign::Backend => return Err(format!("--backend: invalid value '{value}' (gloo, nccl or mpi)")),
+            Foreign::Gae if on()? => {}
+            Foreign::Gae => return Err("--gae false: GAE is always on here (Core 5)".into()),
+            Foreign::CaptureVideo if on()? => {
+                return Err("--capture-video: this binary's envs draw no frames, so it records no video".into())
+            }
+            Foreign::CaptureVideo => {}
+        }
+    }
+    if track {
+        let _ = TRACK.set((project.unwrap_or_else(|| "cleanRL".into()), entity));
+    }
+    Ok(out)
 }
 
 /// Seconds since 1970, for the run's name.

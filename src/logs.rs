@@ -184,8 +184,9 @@ impl RunLog {
 
     /// A log of the episodes of `ranks` processes (a data-parallel run): episodes.csv gets a fourth
     /// column, each episode's rank.
-    pub fn with_ranks(self, ranks: usize) -> RunLog {
-        RunLog { ranks, ..self }
+    pub fn with_ranks(mut self, ranks: usize) -> RunLog {
+        self.ranks = ranks;
+        self
     }
 
     /// The episodes that ended at this step: CleanRL's `charts/episodic_return` and `episodic_length`.
@@ -328,6 +329,18 @@ impl RunLog {
             bar.abandon();
         }
         fail(1, format!("{msg}; the metrics so far are in {}", self.dir.display()))
+    }
+}
+
+impl Drop for RunLog {
+    /// A run that ends with `--track` given (CleanRL's Weights & Biases flag): the command that sends
+    /// its TensorBoard events there, since no W&B client runs here.
+    fn drop(&mut self) {
+        if let Some((project, entity)) = crate::cli::TRACK.get() {
+            let entity = entity.as_ref().map_or(String::new(), |e| format!(" -e {e}"));
+            let dir = self.dir.display();
+            println!("--track: `wandb sync --sync-tensorboard -p {project}{entity} {dir}` sends this run to Weights & Biases");
+        }
     }
 }
 
