@@ -98,14 +98,15 @@ pub fn parse_args<A: Experiment>() -> A {
 }
 
 /// What clap parses for a binary: `A`'s flags with CleanRL's booleans (`--cuda` alone means true,
-/// `--cuda false` or `--cuda False` turns it off; `--no-cuda` is [`cleanrl_words`]'), and the defaults that come from the binary (its name for
-/// `--exp-name`, its thread counts).
+/// `--cuda false` or `--cuda False` turns it off; `--no-cuda` is [`cleanrl_words`]'s), and the
+/// defaults that come from the binary (its name for `--exp-name`, its thread counts).
 fn command<A: Experiment>() -> clap::Command {
     let optional_value = |arg: clap::Arg| match arg.get_action() {
         ArgAction::SetTrue => {
             let default = arg.get_default_values().first().cloned().unwrap_or_else(|| "false".into());
+            // true, True, 1, yes, ...: as CleanRL's users write them (tyro's and argparse's spellings)
             arg.action(ArgAction::Set)
-                .value_parser(clap::builder::BoolishValueParser::new()) // true, True, 1, yes, ... as CleanRL's users write them
+                .value_parser(clap::builder::BoolishValueParser::new())
                 .num_args(0..=1)
                 .default_missing_value("true")
                 .default_value(default)
@@ -141,6 +142,8 @@ enum Foreign {
     Gae,
     /// `--capture-video` for a binary whose envs draw no frames: refused when true
     CaptureVideo,
+    /// ppo_atari_multigpu.py's `--num-envs`, computed there (local envs x ranks): refused, naming `--local-num-envs`
+    NumEnvs,
 }
 
 const FOREIGN: [(&str, Foreign); 15] = [
@@ -155,7 +158,7 @@ const FOREIGN: [(&str, Foreign); 15] = [
     ("local-batch-size", Foreign::Computed),
     ("local-minibatch-size", Foreign::Computed),
     ("world-size", Foreign::Computed),
-    ("num-envs", Foreign::Computed),
+    ("num-envs", Foreign::NumEnvs),
     ("backend", Foreign::Backend),
     ("gae", Foreign::Gae),
     ("capture-video", Foreign::CaptureVideo),
@@ -239,6 +242,11 @@ fn cleanrl_words(command: &clap::Command, words: Vec<String>) -> Result<Vec<Stri
                 return Err("--capture-video: this binary's envs draw no frames, so it records no video".into())
             }
             Foreign::CaptureVideo => {}
+            Foreign::NumEnvs => {
+                return Err("--num-envs is --local-num-envs times the ranks here, as ppo_atari_multigpu.py computes \
+                            it: give --local-num-envs"
+                    .into())
+            }
         }
     }
     if track {

@@ -338,8 +338,8 @@ impl Drop for RunLog {
     fn drop(&mut self) {
         if let Some((project, entity)) = crate::cli::TRACK.get() {
             let entity = entity.as_ref().map_or(String::new(), |e| format!(" -e {e}"));
-            let dir = self.dir.display();
-            println!("--track: `wandb sync --sync-tensorboard -p {project}{entity} {dir}` sends this run to Weights & Biases");
+            let (dir, to) = (self.dir.display(), "sends this run to Weights & Biases");
+            println!("--track: `wandb sync --sync-tensorboard -p {project}{entity} {dir}` {to}");
         }
     }
 }

@@ -9,7 +9,7 @@ use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
-use tch::{nn, nn::Module, Device, Kind, Tensor};
+use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
 
 #[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
 #[command(about = "PPO on classic control (CartPole-v1), after CleanRL's ppo.py")]
@@ -244,30 +244,26 @@ fn main() {
         let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev] = [(); 3].map(|()| Tensor::new());
         let mut clipped = Vec::new(); // which ratios the surrogate clipped, for the clip fraction
         for epoch in 0..args.update_epochs {
-            // Core 6: shuffled mini-batches that cover the whole batch each epoch (the batch is
-            // gathered in the shuffled order once per epoch; minibatches are slices of it)
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch
             let b_inds = Tensor::randperm(batch_size as i64, (Kind::Int64, device));
             trace.order(&b_inds);
-            let shuffled = |t: &Tensor| t.index_select(0, &b_inds).split(minibatch_size as i64, 0);
-            let (obs_mbs, actions_mbs, logprobs_mbs) = (shuffled(&b_obs), shuffled(&b_actions), shuffled(&b_logprobs));
-            let (advantages_mbs, returns_mbs) = (shuffled(&b_advantages), shuffled(&b_returns));
-            let values_mbs = shuffled(&b_values);
-            for mb in 0..args.num_minibatches {
+            for start in (0..batch_size).step_by(minibatch_size) {
+                let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
                 let (_, newlogprob, entropy, newvalue) =
-                    agent.get_action_and_value(&obs_mbs[mb], Some(&actions_mbs[mb]));
-                let logratio = &newlogprob - &logprobs_mbs[mb];
+                    agent.get_action_and_value(&b_obs.i(&mb_inds), Some(&b_actions.i(&mb_inds)));
+                let logratio = &newlogprob - b_logprobs.i(&mb_inds);
                 let ratio = logratio.exp();
 
                 // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped ratios
                 old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
                 approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
                 clipped.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).to_kind(Kind::Float)));
-                if epoch == 0 && mb == 0 {
+                if epoch == 0 && start == 0 {
                     // the policy has not moved yet: the ratio is exactly 1 and nothing clipped (the tests check)
                     first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
                 }
 
-                let mut mb_advantages = advantages_mbs[mb].shallow_clone();
+                let mut mb_advantages = b_advantages.i(&mb_inds);
                 if args.norm_adv {
                     // Core 7: per-minibatch advantage normalization (torch's std: unbiased, n - 1, as CleanRL's)
                     mb_advantages =
@@ -280,10 +276,10 @@ fn main() {
                 pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
 
                 let newvalue = newvalue.view([-1]);
-                let mb_returns = &returns_mbs[mb];
+                let mb_returns = &b_returns.i(&mb_inds);
                 v_loss = if args.clip_vloss {
                     // Core 9: value-function loss clipping
-                    let mb_values = &values_mbs[mb];
+                    let mb_values = &b_values.i(&mb_inds);
                     let v_loss_unclipped = (&newvalue - mb_returns).square();
                     let v_clipped = mb_values + (&newvalue - mb_values).clamp(-clip_coef, clip_coef);
                     let v_loss_clipped = (v_clipped - mb_returns).square();

@@ -11,7 +11,7 @@ use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use tch::nn::{LSTMState, RNN};
-use tch::{nn, nn::Module, Device, Kind, Tensor};
+use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
 
 #[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
 #[command(about = "PPO with an LSTM (BreakoutNoFrameskip-v4), after CleanRL's ppo_atari_lstm.py")]
@@ -186,8 +186,7 @@ impl Agent {
         self.critic.forward(&self.get_states(x, lstm_state, done, &[false]).0)
     }
 
-    /// torch's Categorical(logits) written out; samples an action when none is given: (action, logprob, entropy, value,
-    /// LSTM state)
+    /// torch's Categorical(logits) written out; samples when given no action: (action, logprob, entropy, value, state)
     fn get_action_and_value(
         &self,
         x: &Tensor,
@@ -335,8 +334,7 @@ fn main() {
         let mut clipped = Vec::new(); // which ratios the surrogate clipped, for the clip fraction
         for epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch
-            // LSTM 4: a minibatch is whole envs' sequences, in time order (rows step * envs + env);
-            // the envs are drawn on the host, as CleanRL's np.random.shuffle: their dones are read there
+            // LSTM 4: minibatches of whole envs' sequences in time order; envs drawn on the host, where dones are
             let envinds = Tensor::randperm(num_envs as i64, (Kind::Int64, Device::Cpu));
             trace.order(&envinds);
             let envinds_host = Vec::<i64>::try_from(&envinds).unwrap_or_else(|e| fail(1, e));
@@ -345,15 +343,15 @@ fn main() {
             for start in (0..num_envs).step_by(envsperbatch) {
                 let mbenvinds = envinds.narrow(0, start as i64, envsperbatch as i64);
                 let mb_inds = flatinds.index_select(1, &mbenvinds).flatten(0, -1);
-                let mb = |t: &Tensor| t.index_select(0, &mb_inds);
                 // LSTM 5: the states are rebuilt from the state saved before the rollout
                 let (h, c) = (initial_lstm_state.h(), initial_lstm_state.c());
                 let mb_state = LSTMState((h.index_select(1, &mbenvinds), c.index_select(1, &mbenvinds)));
                 let mb_envs = &envinds_host[start..start + envsperbatch];
                 let ended: Vec<bool> = dones.iter().map(|row| mb_envs.iter().any(|&e| row[e as usize] > 0.0)).collect();
+                let (mb_obs, mb_dones, mb_actions) = (b_obs.i(&mb_inds), b_dones.i(&mb_inds), b_actions.i(&mb_inds));
                 let (_, newlogprob, entropy, newvalue, _) =
-                    agent.get_action_and_value(&mb(&b_obs), &mb_state, &mb(&b_dones), &ended, Some(&mb(&b_actions)));
-                let logratio = &newlogprob - mb(&b_logprobs);
+                    agent.get_action_and_value(&mb_obs, &mb_state, &mb_dones, &ended, Some(&mb_actions));
+                let logratio = &newlogprob - b_logprobs.i(&mb_inds);
                 let ratio = logratio.exp();
 
                 // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped ratios
@@ -365,7 +363,7 @@ fn main() {
                     first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
                 }
 
-                let mut mb_advantages = mb(&b_advantages);
+                let mut mb_advantages = b_advantages.i(&mb_inds);
                 if args.norm_adv {
                     // Core 7: per-minibatch advantage normalization (torch's std: unbiased, n - 1, as CleanRL's)
                     mb_advantages =
@@ -378,10 +376,10 @@ fn main() {
                 pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
 
                 let newvalue = newvalue.view([-1]);
-                let mb_returns = &mb(&b_returns);
+                let mb_returns = &b_returns.i(&mb_inds);
                 v_loss = if args.clip_vloss {
                     // Core 9: value-function loss clipping
-                    let mb_values = &mb(&b_values);
+                    let mb_values = &b_values.i(&mb_inds);
                     let v_loss_unclipped = (&newvalue - mb_returns).square();
                     let v_clipped = mb_values + (&newvalue - mb_values).clamp(-clip_coef, clip_coef);
                     let v_loss_clipped = (v_clipped - mb_returns).square();
