@@ -237,7 +237,7 @@ fn main() {
         // Core 4: learning-rate annealing, linearly to 0 (Extra 1: --adaptive-lr carries it on instead)
         let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
         if !args.adaptive_lr {
-            lr = if args.anneal_lr { frac } else { 1.0 } * args.learning_rate;
+            lr = if args.anneal_lr { frac * args.learning_rate } else { args.learning_rate };
         }
         // Aux 1: clip-range annealing, with the same fraction
         let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
