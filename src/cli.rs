@@ -142,8 +142,19 @@ enum Foreign {
     Gae,
     /// `--capture-video` for a binary whose envs draw no frames: refused when true
     CaptureVideo,
-    /// ppo_atari_multigpu.py's `--num-envs`, computed there (local envs x ranks): refused, naming `--local-num-envs`
+    /// `--num-envs` where it is computed (local envs x ranks, as ppo_atari_multigpu.py): refused, naming the fix
     NumEnvs,
+}
+
+impl Foreign {
+    fn of(name: &str) -> Option<Foreign> {
+        FOREIGN.iter().find(|(n, _)| *n == name).map(|&(_, f)| f)
+    }
+
+    /// A boolean field: `--track` alone is true, `--no-track` false.
+    fn is_bool(self) -> bool {
+        matches!(self, Foreign::Track | Foreign::UploadModel | Foreign::Gae | Foreign::CaptureVideo)
+    }
 }
 
 const FOREIGN: [(&str, Foreign); 15] = [
@@ -191,30 +202,27 @@ fn cleanrl_words(command: &clap::Command, words: Vec<String>) -> Result<Vec<Stri
             continue;
         };
         let (name, inline) = flag.split_once('=').map_or((flag, None), |(n, v)| (n, Some(v.to_string())));
-        let mut name = match name.replace('_', "-") {
+        let name = match name.replace('_', "-") {
             gym if gym == "gym-id" && long("env-id").is_some() => "env-id".to_string(),
             name => name,
         };
-        let foreign = |name: &str| FOREIGN.iter().find(|(n, _)| *n == name).map(|&(_, f)| f);
-        let boolean =
-            |f: Foreign| matches!(f, Foreign::Track | Foreign::UploadModel | Foreign::Gae | Foreign::CaptureVideo);
-        let negated = name.strip_prefix("no-").filter(|b| is_bool(b) || foreign(b).is_some_and(boolean));
+        // --no-flag (--no_flag) of a boolean, ours or CleanRL's: the flag, false
+        let negated = name.strip_prefix("no-").filter(|b| is_bool(b) || Foreign::of(b).is_some_and(Foreign::is_bool));
         let (name, inline) = match negated {
             Some(base) if long(&name).is_none() && inline.is_none() => (base.to_string(), Some("false".to_string())),
-            _ => (std::mem::take(&mut name), inline),
+            _ => (name, inline),
         };
         if long(&name).is_some() {
             out.push(inline.map_or(format!("--{name}"), |v| format!("--{name}={v}")));
             continue;
         }
-        let Some(foreign) = foreign(&name) else {
+        let Some(foreign) = Foreign::of(&name) else {
             out.push(word); // clap says it is unknown, in the user's spelling
             continue;
         };
-        let boolean = boolean(foreign);
         let value = match inline {
             Some(v) => v,
-            None if boolean => match words.peek().and_then(|w| boolish(w)) {
+            None if foreign.is_bool() => match words.peek().and_then(|w| boolish(w)) {
                 Some(_) => words.next().unwrap_or_default(),
                 None => "true".into(),
             },
@@ -243,9 +251,9 @@ fn cleanrl_words(command: &clap::Command, words: Vec<String>) -> Result<Vec<Stri
             }
             Foreign::CaptureVideo => {}
             Foreign::NumEnvs => {
-                return Err("--num-envs is --local-num-envs times the ranks here, as ppo_atari_multigpu.py computes \
-                            it: give --local-num-envs"
-                    .into())
+                return Err(
+                    "--num-envs is computed here, --local-num-envs times the ranks: give --local-num-envs".into()
+                )
             }
         }
     }

@@ -158,7 +158,7 @@ pub fn pick_device(cuda: bool, network: Network) -> (Device, String) {
 /// usually trains it faster (CleanRL's benchmarks run its MLP scripts with `--no-cuda`; on an H200
 /// machine CartPole ran 3.8x and HalfCheetah 4.5x faster on the CPU, docs/gpu.md); nothing when the
 /// user asked for the GPU.
-pub fn advice(network: Network, cuda_asked: bool) -> &'static str {
+fn advice(network: Network, cuda_asked: bool) -> &'static str {
     match (network, cuda_asked) {
         (Network::Mlp, false) => {
             "; an MLP this small usually trains faster on the CPU: --cuda false (scripts/bench_devices compares both)"
