@@ -364,9 +364,10 @@ fn kept_logs(dir: &std::path::Path, start: &Start) -> std::io::Result<(Table, Ta
     let (iteration, global_step) = (start.iteration as f64, start.global_step as f64);
     let updates_kept = rows_up_to(&dir.join("updates.csv"), "iteration", iteration)?;
     let episodes_kept = rows_up_to(&dir.join("episodes.csv"), "global_step", global_step)?;
-    let needed = [("updates.csv", &updates_kept, "iteration"), ("episodes.csv", &episodes_kept, "global_step")];
-    let needed = needed.into_iter().chain([("episodes.csv", &episodes_kept, "charts/episodic_return")]);
-    for (name, (header, _), column) in needed {
+    let (updates, episodes) = (("updates.csv", &updates_kept.0), ("episodes.csv", &episodes_kept.0));
+    for ((name, header), column) in
+        [(updates, "iteration"), (episodes, "global_step"), (episodes, "charts/episodic_return")]
+    {
         if !header.is_empty() && !header.iter().any(|h| h == column) {
             fail(2, format!("cannot resume {}: its {name} has no {column} column (damaged)", dir.display()));
         }
