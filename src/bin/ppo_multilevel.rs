@@ -1,9 +1,11 @@
 //! # ppo_multilevel: multilevel PPO (Dixit & Elsheikh) on the reservoir env, a diff of `ppo_continuous`
 //!
 //! The policy loss is estimated by multilevel Monte Carlo over a hierarchy of grids: many cheap
-//! samples on coarse grids, a few on fine ones, and per level the difference to a synchronized
-//! coarser sample of the same state and action, so the sum telescopes to the finest level's
-//! loss: loss_MLMC = Σ_l mean[(L_a^l − L̃_a^{l−1}) + (L_v^l − L̃_v^{l−1}) + (L_e^l − L̃_e^{l−1})].
+//! samples on coarse grids, a few on fine ones, and per level l the difference L^l to a synchronized
+//! coarser sample of the same state and action, whose sum telescopes to the finest level's loss in
+//! expectation (not sample by sample: the sync states are mapped from fine trajectories, and each
+//! batch normalizes its own advantages): loss_MLMC = Σ_l L^l,
+//! L^l = mean[(L_a^l − L̃_a^{l−1}) + (L_v^l − L̃_v^{l−1}) + (L_e^l − L̃_e^{l−1})].
 //! Each multilevel element is tagged `// Multilevel N: ...`:
 //!   1. levels: a grid, T^l steps per env and minibatch size M^l each, coarse to fine, with the
 //!      same number of minibatches on every level
@@ -12,6 +14,7 @@
 //!   4. GAE on both buffers with the fine episode boundaries
 //!   5. the MLMC loss: main and sync minibatches with identical indices, one optimizer step
 //!   6. the paper's network: a shared tanh trunk, log std initialized to −2.9
+//!   7. the paper's early stop (SB3's): every level's main minibatch against 1.5 × target_kl, before its step
 //!
 //! This file restructures `ppo_continuous.rs` rather than adding to it: which of its parts stand for which of the
 //! parent's is in docs/ppo_multilevel.md.
@@ -62,8 +65,8 @@ struct Args {
     /// the number of parallel envs on every level (N)
     #[arg(long, default_value_t = 50, value_parser = at_least_one)]
     num_envs: usize,
-    /// anneal the learning rate linearly to 0 over the run (not with --adaptive-lr)
-    #[arg(long, default_value_t = true)]
+    /// anneal the learning rate linearly to 0 over the run (off: the paper's constant rate; not with --adaptive-lr)
+    #[arg(long, default_value_t = false)]
     anneal_lr: bool,
     /// adapt the learning rate to the policy's KL after every minibatch instead of annealing it
     /// (rsl_rl's rule: / 1.5 above 2 x --desired-kl, x 1.5 below half of it; within [1e-5, 1e-2]),
@@ -103,9 +106,14 @@ struct Args {
     /// the maximum norm for the gradient clipping
     #[arg(long, default_value_t = 0.5, value_parser = positive)]
     max_grad_norm: f64,
-    /// the target KL divergence threshold, checked on the finest level's main batches (inf: off)
+    /// the target KL divergence threshold (inf: off), checked as --kl-rule says
     #[arg(long, default_value = "0.05", value_parser = kl_target)]
     target_kl: Option<f64>,
+    /// Multilevel 7: sb3 (the paper's): stop the update at once when any level's main minibatch has an approx_kl
+    /// above 1.5 x --target-kl, before its step; cleanrl: after an epoch whose last minibatch of the finest main
+    /// batch has an approx_kl above --target-kl
+    #[arg(long, value_enum, default_value_t = KlRule::Sb3)]
+    kl_rule: KlRule,
     /// Multilevel 6: hidden layer sizes
     #[arg(long, value_delimiter = ',', default_value = "150,100,80")]
     #[arg(value_parser = clap::value_parser!(i64).range(1..))]
@@ -120,6 +128,14 @@ struct Args {
     /// levels would keep different statistics)
     #[arg(long, default_value_t = false)]
     normalize: bool,
+}
+
+/// Multilevel 7: which early stop --target-kl drives (see --kl-rule).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum KlRule {
+    Sb3,
+    Cleanrl,
 }
 
 // what the library needs of Args (its parse_args also checks the batch's flags); threads: 1 for libtorch, every core
@@ -138,7 +154,8 @@ fn check_args(a: &Args) -> Result<(), String> {
     let counts: Vec<_> = a.level_steps.iter().zip(&a.level_minibatch_size).map(|(t, &m)| (a.num_envs * t, m)).collect();
     if a.level_steps.len() != n_levels || a.level_minibatch_size.len() != n_levels {
         Err(format!("--levels, --level-steps and --level-minibatch-size need one value per level ({n_levels} levels)"))
-    } else if a.levels.windows(2).any(|w| w[0] >= w[1]) {
+    } else if a.levels.windows(2).any(|w| w[0] > w[1]) {
+        // (two equal grids are allowed: their L^l is exactly 0, a check that sync rows pair with main rows)
         Err(format!("--levels must go from coarse to fine (growing grid sizes), got {:?}", a.levels))
     } else if counts.iter().any(|&(n, m)| !n.is_multiple_of(m) || n / m != counts[0].0 / counts[0].1) {
         let got: Vec<_> = counts.iter().map(|(n, m)| format!("{n}/{m}")).collect();
@@ -217,8 +234,8 @@ fn mlp(p: &nn::Path, sizes: &[i64], out: Option<(i64, f64)>) -> nn::Sequential {
     }
 }
 
-// Core 13: separate policy and value networks
-// Continuous 4: separate policy and value MLPs, or Multilevel 6: a shared trunk
+// Core 13: separate policy and value networks, with --shared-trunk false
+// Continuous 4: separate policy and value MLPs; by default Multilevel 6: one trunk shared by both heads
 struct Agent {
     trunk: nn::Sequential,
     critic: nn::Sequential,
@@ -334,7 +351,9 @@ fn main() {
 
         // Multilevel 2: levels in ascending order, each continuing its own episodes from its own last
         // observation (the reference carries the last observation over from the previous level, so
-        // each level's first transition paired another grid's observation with this one's state)
+        // each level's first transition paired another grid's observation with this one's state; the paper's
+        // code also maps each level's envs from the previous level's state first: with every T^l a multiple
+        // of the 5-step episode, as in the defaults, only the field each level's new episodes draw differs)
         let mut batches = Vec::new();
         for l in 0..n_levels {
             let envs = (&mut level_envs[l], l.checked_sub(1).map(|c| &mut sync_envs[c]));
@@ -346,8 +365,13 @@ fn main() {
         // Optimizing the policy and value network
         let learn_start = Instant::now();
         let (mut first_minibatch, mut last) = (Vec::new(), None);
-        let mut clipped = Vec::new(); // the finest main batch's: which ratios the surrogate clipped
-        let (mut last_kl, mut epochs): (Vec<Tensor>, _) = ((0..batches.len()).map(|_| Tensor::from(0f32)).collect(), 0);
+        // the finest main batch's: which ratios the surrogate clipped; each batch's last KL estimates
+        // (old_approx_kl, approx_kl): the ones logged and checked
+        let mut clipped = Vec::new();
+        let mut last_kl: Vec<_> = batches.iter().map(|_| (Tensor::from(0f32), Tensor::from(0f32))).collect();
+        let (mut epochs, mut optimizer_steps, mut stop, mut grad_norm) = (0, 0, false, Tensor::from(f32::NAN));
+        // every minibatch's L^l per level, for their mean and variance
+        let mut level_losses = Vec::new();
         // Extra 1: the rollout's policy on the finest main batch (the weights have not moved since), and the
         // last KL the rule saw
         let old_logstd = agent.actor_logstd.detach().copy();
@@ -374,7 +398,7 @@ fn main() {
                 let sizes: Vec<i64> = batches.iter().map(|b| args.level_minibatch_size[b.level] as i64).collect();
                 let split = |t: &Tensor| t.split_with_sizes(sizes.as_slice(), 0);
                 let (newlogprobs, entropies, newvalues) = (split(&newlogprobs), split(&entropies), split(&newvalues));
-                let (mut terms, mut fine_terms) = (Vec::new(), None);
+                let (mut level_loss, mut fine_terms): (Vec<Tensor>, _) = (Vec::new(), None);
                 for (batch, mb) in batches.iter().zip(&mbs) {
                     let (newlogprob, entropy, newvalue) =
                         (&newlogprobs[batch.index], &entropies[batch.index], &newvalues[batch.index]);
@@ -382,7 +406,7 @@ fn main() {
                     let ratio = logratio.exp();
 
                     // Core 12: debug variables (the clip fraction from the finest main batch's ratios after
-                    // the update; the KL estimates of each batch's last minibatch: the ones logged and checked)
+                    // the update; each batch's KL estimates, the last ones logged)
                     let clips = tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).to_kind(Kind::Float));
                     if epoch == 0 && start == 0 {
                         // the policy has not moved yet: the ratio must be exactly 1 here
@@ -391,24 +415,38 @@ fn main() {
                     if batch.index == fine {
                         clipped.push(clips);
                     }
-                    let kl = (start == num_minibatches - 1).then(|| {
-                        tch::no_grad(|| {
-                            ((-&logratio).mean(Kind::Float), ((&ratio - 1.0) - &logratio).mean(Kind::Float))
-                        })
+                    last_kl[batch.index] = tch::no_grad(|| {
+                        ((-&logratio).mean(Kind::Float), ((&ratio - 1.0) - &logratio).mean(Kind::Float))
                     });
-                    if let Some((_, approx_kl)) = &kl {
-                        last_kl[batch.index] = approx_kl.shallow_clone();
-                    }
 
-                    // Multilevel 5: each term is the parent's PPO loss (Cores 7-10) on the batch's minibatch
+                    // Multilevel 5: each term is the parent's PPO loss (Cores 7-10) on the batch's minibatch;
+                    // L^l = L(main batch of l) − L(sync batch of l−1), which follows it
                     let (loss, pg_loss, v_loss, entropy_loss) =
                         ppo_loss(&args, (mb, start), &ratio, entropy, newvalue, clip_coef);
-                    terms.push(batch.sign * &loss);
+                    match level_loss.pop() {
+                        Some(main) if batch.sign < 0.0 => level_loss.push(main - loss),
+                        main => level_loss.extend(main.into_iter().chain([loss])),
+                    }
                     if batch.index == fine {
-                        fine_terms = Some((pg_loss, v_loss, entropy_loss, kl));
+                        fine_terms = Some((pg_loss, v_loss, entropy_loss));
                     }
                 }
-                let loss = Tensor::stack(&terms, 0).sum(Kind::Float); // loss_MLMC
+                let level_loss = Tensor::stack(&level_loss, 0);
+                let loss = level_loss.sum(Kind::Float); // loss_MLMC = Σ_l L^l
+                level_losses.push(level_loss.detach());
+                let (pg_loss, v_loss, entropy_loss) = fine_terms.expect("the finest main batch");
+                last = Some(Last { pg_loss, v_loss, entropy_loss, loss: loss.detach() });
+
+                // Aux 3, Multilevel 7: the paper's early stop (SB3's): any level's main minibatch with an approx_kl
+                // above 1.5 x target_kl ends the update before its step (one host sync per minibatch)
+                if let (Some(target_kl), KlRule::Sb3) = (args.target_kl, args.kl_rule) {
+                    let main_kls: Vec<&Tensor> =
+                        batches.iter().filter(|b| b.sign > 0.0).map(|b| &last_kl[b.index].1).collect();
+                    if Tensor::stack(&main_kls, 0).max().double_value(&[]) > 1.5 * target_kl {
+                        stop = true;
+                        break;
+                    }
+                }
 
                 if let Some(old_mus) = &old_mus {
                     // Extra 1: KL-adaptive learning rate (TUM report 3.6, rsl_rl), from the KL of the finest
@@ -424,19 +462,17 @@ fn main() {
                 optimizer.zero_grad();
                 loss.backward();
                 // Core 11: global gradient-norm clipping
-                let grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
+                grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
                 optimizer.step(lr);
-                let (pg_loss, v_loss, entropy_loss, kl) = fine_terms.expect("the finest main batch");
-                if let Some((old_approx_kl, approx_kl)) = kl {
-                    last = Some(Last { pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss });
-                }
+                optimizer_steps += 1;
             }
-            // Aux 3: early stopping once the KL of the last minibatch passes the target (the
-            // finest level's main batch: its data is the real environment)
-            if let (Some(target_kl), Some(last)) = (args.target_kl, &last) {
-                if last.approx_kl.double_value(&[]) > target_kl {
-                    break;
-                }
+            // Aux 3 (--kl-rule cleanrl): CleanRL's early stopping once the KL of the last minibatch passes the target
+            // (the finest level's main batch: its data is the real environment)
+            if let (Some(target_kl), KlRule::Cleanrl) = (args.target_kl, args.kl_rule) {
+                stop = last_kl[fine].1.double_value(&[]) > target_kl;
+            }
+            if stop {
+                break;
             }
         }
         let last = last.expect("at least one minibatch");
@@ -461,15 +497,16 @@ fn main() {
             ("losses/value_loss", OnDevice(&last.v_loss)),
             ("losses/policy_loss", OnDevice(&last.pg_loss)),
             ("losses/entropy", OnDevice(&last.entropy_loss)),
-            ("losses/old_approx_kl", OnDevice(&last.old_approx_kl)),
-            ("losses/approx_kl", OnDevice(&last.approx_kl)),
+            ("losses/old_approx_kl", OnDevice(&last_kl[fine].0)),
+            ("losses/approx_kl", OnDevice(&last_kl[fine].1)),
             ("losses/clipfrac", OnDevice(&clip_fraction)),
             ("losses/explained_variance", OnHost(explained_var)),
             ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb_ratio_dev)),
             ("debug/first_mb_clipfrac", OnDevice(&first_mb_clipfrac)),
             ("debug/adaptive_kl", OnHost(adaptive_kl)),
-            ("debug/unclipped_grad_norm", OnDevice(&last.grad_norm)),
+            ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
             ("debug/epochs", OnHost(epochs as f64)),
+            ("debug/optimizer_steps", OnHost(optimizer_steps as f64)),
         ]
         .map(|(name, value)| (name.to_string(), value))
         .into();
@@ -477,7 +514,17 @@ fn main() {
             let name = format!("l{}{}", batch.level + 1, if batch.sign > 0.0 { "" } else { "_sync" });
             row.push((format!("debug/{name}_first_mb_max_ratio_dev"), OnDevice(dev)));
             row.push((format!("debug/{name}_first_mb_clipfrac"), OnDevice(clip)));
-            row.push((format!("losses/{name}_approx_kl"), OnDevice(kl)));
+            row.push((format!("losses/{name}_approx_kl"), OnDevice(&kl.1)));
+        }
+        // Multilevel 5: each level's L^l, its mean and its variance over the update's minibatches (the V_l of
+        // MLMC's sample-size rule)
+        let level_losses = Tensor::stack(&level_losses, 0);
+        let (level_mean, level_var) =
+            (level_losses.mean_dim(0, false, Kind::Float), level_losses.var_dim(0, true, false));
+        let (level_mean, level_var) = (level_mean.unbind(0), level_var.unbind(0));
+        for (l, (mean, var)) in level_mean.iter().zip(&level_var).enumerate() {
+            row.push((format!("losses/l{}_loss", l + 1), OnDevice(mean)));
+            row.push((format!("losses/l{}_loss_var", l + 1), OnDevice(var)));
         }
         let row: Vec<(&str, ppo_details::Logged)> = row.iter().map(|(name, value)| (name.as_str(), *value)).collect();
         let env_seconds = level_envs.iter_mut().chain(&mut sync_envs).map(|envs| envs.take_step_seconds()).sum();
@@ -777,13 +824,10 @@ fn adapt_lr(lr: f64, kl: f64, desired_kl: f64) -> f64 {
     }
 }
 
-/// The finest main batch's last minibatch: its losses and statistics are the ones logged.
+/// The finest main batch's last minibatch: its losses are the ones logged.
 struct Last {
     pg_loss: Tensor,
     v_loss: Tensor,
     entropy_loss: Tensor,
-    old_approx_kl: Tensor,
-    approx_kl: Tensor,
-    grad_norm: Tensor,
     loss: Tensor,
 }
