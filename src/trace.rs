@@ -1,13 +1,28 @@
 //! A testing aid (tests/parity.rs): with the environment variable PPO_TRACE=FILE, the first update's
 //! inputs and results go to FILE (safetensors): the initial weights (`init.<name>`), the rollout as
 //! the network saw it (`rollout.obs`, `.actions`, `.rewards`, `.dones`, `.next_obs`, `.next_done`),
-//! every epoch's minibatch order (`order.<epoch>`, counted on over updates), the weights after the
+//! every epoch's minibatch order (`order.<epoch>`, counted on over updates: the permutations
+//! [`shuffled`] drew), the weights after the
 //! update (`after.<name>`) and the update's logged values (`scalar.<column>`). With
 //! PPO_TRACE_UPDATES=N the first N updates: update k > 1's under `u<k>.` (`u2.rollout.obs`,
 //! `u2.after.<name>`, `u2.scalar.<column>`). Without PPO_TRACE it does nothing.
 
 use crate::fail;
-use tch::{nn, Device, Tensor};
+use std::sync::Mutex;
+use tch::{nn, Device, Kind, Tensor};
+
+/// The permutations `shuffled` drew since the trace last wrote them (None: not tracing).
+static ORDERS: Mutex<Option<Vec<Tensor>>> = Mutex::new(None);
+
+/// Core 6's shuffle: a random permutation of 0..n on `device` (torch.randperm; CleanRL shuffles
+/// `b_inds` with numpy). With PPO_TRACE the trace records it as the next epoch's order.
+pub fn shuffled(n: usize, device: Device) -> Tensor {
+    let inds = Tensor::randperm(n as i64, (Kind::Int64, device));
+    if let Some(orders) = ORDERS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        orders.push(inds.to_device(Device::Cpu).copy());
+    }
+    inds
+}
 
 /// What a run traces (see the module's header); every call does nothing without PPO_TRACE.
 pub struct Trace {
@@ -29,6 +44,9 @@ impl Trace {
         variables.sort_by(|a, b| a.0.cmp(&b.0));
         let mut trace = Trace { path, variables, tensors: Vec::new(), epochs: 0, updates: (0, wanted) };
         trace.weights("init");
+        if trace.path.is_some() {
+            *ORDERS.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+        }
         trace
     }
 
@@ -37,14 +55,6 @@ impl Trace {
             for (name, t) in &self.variables {
                 self.tensors.push((format!("{prefix}.{name}"), t.to_device(Device::Cpu).copy()));
             }
-        }
-    }
-
-    /// The order in which the next epoch visits the batch (rows, or envs for an LSTM).
-    pub fn order(&mut self, inds: &Tensor) {
-        if self.path.is_some() {
-            self.tensors.push((format!("order.{}", self.epochs), inds.to_device(Device::Cpu).copy()));
-            self.epochs += 1;
         }
     }
 
@@ -67,6 +77,12 @@ impl Trace {
         next_done: &[f32],
     ) {
         let Some(path) = self.path.clone() else { return };
+        // the orders in which this update's epochs visited the batch (rows, or envs for an LSTM)
+        let orders = ORDERS.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(std::mem::take).unwrap_or_default();
+        for order in orders {
+            self.tensors.push((format!("order.{}", self.epochs), order));
+            self.epochs += 1;
+        }
         self.updates.0 += 1;
         let prefix = if self.updates.0 == 1 { String::new() } else { format!("u{}.", self.updates.0) };
         self.weights(&format!("{prefix}after"));
@@ -82,6 +98,7 @@ impl Trace {
         written.unwrap_or_else(|e| fail(1, format!("cannot write the trace {}: {e}", path.display())));
         if self.updates.0 >= self.updates.1 {
             self.path = None;
+            *ORDERS.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
     }
 }

@@ -309,13 +309,12 @@ fn main() {
         let learning_start = std::time::Instant::now();
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
-        let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev] = [(); 3].map(|()| Tensor::new());
-        let mut clipped = Vec::new(); // which ratios the surrogate clipped, for the clip fraction
+        let [mut old_approx_kl, mut approx_kl] = [(); 2].map(|()| Tensor::new());
+        let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
         let mut allreduce_seconds = 0.0;
-        for epoch in 0..args.update_epochs {
+        for _epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch
-            let b_inds = Tensor::randperm(batch_size as i64, (Kind::Int64, device));
-            trace.order(&b_inds);
+            let b_inds = ppo_details::shuffled(batch_size, device); // torch.randperm (PPO_TRACE records it)
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
                 let (_, newlogprob, entropy, newvalue) =
@@ -323,14 +322,10 @@ fn main() {
                 let logratio = &newlogprob - b_logprobs.i(&mb_inds);
                 let ratio = logratio.exp();
 
-                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped ratios
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), |ratio - 1|
                 old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
                 approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                clipped.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).to_kind(Kind::Float)));
-                if epoch == 0 && start == 0 {
-                    // the policy has not moved yet: the ratio is exactly 1 and nothing clipped (the tests check)
-                    first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
-                }
+                ratio_devs.push(tch::no_grad(|| (&ratio - 1.0).abs()));
 
                 let mut mb_advantages = b_advantages.i(&mb_inds);
                 if args.norm_adv {
@@ -385,7 +380,10 @@ fn main() {
 
         // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
         // Aux 2: the ratio and KL checks hold on every rank: the largest over the ranks are logged
-        let first_mb_clipfrac = clipped[0].mean(Kind::Float);
+        // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
+        // every ratio exactly 1: the tests check)
+        let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
+        let (first_mb_max_ratio_dev, first_mb_clipfrac) = (ratio_devs[0].max(), clipfrac(&ratio_devs[0]));
         let checks = ppo_details::read_host(&[&first_mb_max_ratio_dev, &first_mb_clipfrac, &approx_kl]); // one read
         let worst = all_reduce(&world, &checks, SystemOperation::max());
         let episodes = gather_episodes(&world, &finished);
@@ -406,7 +404,7 @@ fn main() {
             ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
             ("losses/approx_kl", OnDevice(&approx_kl)),
-            ("losses/clipfrac", OnDevice(&Tensor::cat(&clipped, 0).mean(Kind::Float))),
+            ("losses/clipfrac", OnDevice(&clipfrac(&Tensor::cat(&ratio_devs, 0)))),
             ("losses/explained_variance", OnHost(explained_var)),
             ("debug/first_mb_max_ratio_dev", OnHost(worst[0])),
             ("debug/first_mb_clipfrac", OnHost(worst[1])),

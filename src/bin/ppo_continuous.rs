@@ -319,13 +319,12 @@ fn main() {
         let learning_start = std::time::Instant::now();
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
-        let [mut old_approx_kl, mut approx_kl, mut first_mb_max_ratio_dev] = [(); 3].map(|()| Tensor::new());
-        let mut clipped = Vec::new(); // which ratios the surrogate clipped, for the clip fraction
+        let [mut old_approx_kl, mut approx_kl] = [(); 2].map(|()| Tensor::new());
+        let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
         let mut adaptive_kl = f64::NAN; // Extra 1: the last KL the rule saw
-        for epoch in 0..args.update_epochs {
+        for _epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch
-            let b_inds = Tensor::randperm(batch_size as i64, (Kind::Int64, device));
-            trace.order(&b_inds);
+            let b_inds = ppo_details::shuffled(batch_size, device); // torch.randperm (PPO_TRACE records it)
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
                 let (_, newlogprob, entropy, newvalue) =
@@ -333,14 +332,10 @@ fn main() {
                 let logratio = &newlogprob - b_logprobs.i(&mb_inds);
                 let ratio = logratio.exp();
 
-                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), the clipped ratios
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), |ratio - 1|
                 old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
                 approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                clipped.push(tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).to_kind(Kind::Float)));
-                if epoch == 0 && start == 0 {
-                    // the policy has not moved yet: the ratio is exactly 1 and nothing clipped (the tests check)
-                    first_mb_max_ratio_dev = tch::no_grad(|| (&ratio - 1.0).abs().max());
-                }
+                ratio_devs.push(tch::no_grad(|| (&ratio - 1.0).abs()));
 
                 let mut mb_advantages = b_advantages.i(&mb_inds);
                 if args.norm_adv {
@@ -396,6 +391,9 @@ fn main() {
         let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
 
+        // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
+        // every ratio exactly 1: the tests check)
+        let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
         // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
         let row = [
             ("iteration", OnHost(iteration as f64)),
@@ -407,10 +405,10 @@ fn main() {
             ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
             ("losses/approx_kl", OnDevice(&approx_kl)),
-            ("losses/clipfrac", OnDevice(&Tensor::cat(&clipped, 0).mean(Kind::Float))),
+            ("losses/clipfrac", OnDevice(&clipfrac(&Tensor::cat(&ratio_devs, 0)))),
             ("losses/explained_variance", OnHost(explained_var)),
-            ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb_max_ratio_dev)),
-            ("debug/first_mb_clipfrac", OnDevice(&clipped[0].mean(Kind::Float))),
+            ("debug/first_mb_max_ratio_dev", OnDevice(&ratio_devs[0].max())),
+            ("debug/first_mb_clipfrac", OnDevice(&clipfrac(&ratio_devs[0]))),
             ("debug/adaptive_kl", OnHost(adaptive_kl)),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
         ];
