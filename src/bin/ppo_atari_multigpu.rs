@@ -150,8 +150,7 @@ impl Agent {
 
     /// The shared features of stacked u8 frames, one row of 4 * 84 * 84 values per observation.
     fn hidden(&self, x: &Tensor) -> Tensor {
-        // Atari 9: scale pixels to [0, 1]; channels-last (NHWC in memory, the same values and weights): oneDNN's
-        // and cuDNN's convolutions are faster on it (learning 6.0-6.8 s -> 4.4-5.6 s per 4,096 steps, 2 cores)
+        // Atari 9: scale pixels to [0, 1]; laid out channels-last (same values): faster convolutions (benchmarks.md)
         let x = x.view([-1, 4, 84, 84]).permute([0, 2, 3, 1]).contiguous().to_kind(Kind::Float) / 255.0;
         self.network.forward(&x.permute([0, 3, 1, 2]))
     }

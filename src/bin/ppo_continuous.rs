@@ -369,9 +369,9 @@ fn main() {
                 if args.adaptive_lr {
                     // Extra 1: KL-adaptive learning rate (TUM report 3.6, rsl_rl), from this minibatch's KL
                     let mu = tch::no_grad(|| agent.actor_mean.forward(&b_obs.i(&mb_inds)));
-                    adaptive_kl =
-                        gaussian_kl(&b_mus.i(&mb_inds), &old_logstd, &mu, &agent.actor_logstd).double_value(&[]);
-                    lr = adapt_lr(lr, adaptive_kl, args.desired_kl);
+                    adaptive_kl = ppo_details::gaussian_kl(&b_mus.i(&mb_inds), &old_logstd, &mu, &agent.actor_logstd)
+                        .double_value(&[]);
+                    lr = ppo_details::adapt_lr(lr, adaptive_kl, args.desired_kl);
                 }
 
                 optimizer.zero_grad();
@@ -435,25 +435,5 @@ fn main() {
             a.to_device(Device::Cpu).copy_data(&mut action, n_actions as usize);
             env.step(Action::Continuous(&action));
         }));
-    }
-}
-
-/// Extra 1: the KL from the rollout's Gaussian policy (means `mu_old`, log std `logstd_old`) to the
-/// current one (`mu`, `logstd`) in closed form, summed over the action's components, averaged over rows.
-fn gaussian_kl(mu_old: &Tensor, logstd_old: &Tensor, mu: &Tensor, logstd: &Tensor) -> Tensor {
-    let (var_old, var) = ((logstd_old * 2.0).exp(), (logstd * 2.0).exp());
-    let kl: Tensor = logstd - logstd_old + (var_old + (mu_old - mu).square()) / (var * 2.0) - 0.5;
-    kl.sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float)
-}
-
-/// Extra 1: rsl_rl's rule: the rate / 1.5 when the KL is above twice the target (not below 1e-5),
-/// x 1.5 when it is positive and below half the target (not above 1e-2), unchanged otherwise.
-fn adapt_lr(lr: f64, kl: f64, desired_kl: f64) -> f64 {
-    if kl > 2.0 * desired_kl {
-        (lr / 1.5).max(1e-5)
-    } else if kl > 0.0 && kl < desired_kl / 2.0 {
-        (lr * 1.5).min(1e-2)
-    } else {
-        lr
     }
 }

@@ -232,8 +232,6 @@ fn main() {
     envs.reset(Some(from.seed));
     let mut next_done = vec![0f32; num_envs];
     let mut action_buf = vec![0i64; num_envs * nvec.len()];
-    // where each component's entries start in a mask row
-    let offsets: Vec<usize> = (0..nvec.len()).map(|i| nvec[..i].iter().sum::<i64>() as usize).collect();
 
     for iteration in from.iteration + 1..=num_iterations {
         // Core 4: learning-rate annealing, linearly to 0
@@ -242,7 +240,6 @@ fn main() {
         // Aux 1: clip-range annealing, with the same fraction
         let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
 
-        let mut invalid_actions = 0;
         for step in 0..num_steps {
             global_step += num_envs as u64;
             let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
@@ -260,9 +257,6 @@ fn main() {
             action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * nvec.len());
             actions[step] = action;
             logprobs[step] = logprob;
-            // sampled actions with a masked component: none while masking is on
-            let rows = action_buf.chunks(nvec.len()).zip(envs.masks.chunks(envs.mask_dim));
-            invalid_actions += rows.filter(|(a, m)| a.iter().zip(&offsets).any(|(&a, &o)| !m[o + a as usize])).count();
 
             // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
             // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
@@ -377,6 +371,11 @@ fn main() {
         // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
         // every ratio exactly 1: the tests check)
         let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
+        // the rollout's actions with a masked component (a component's entries start at its offset in a mask row):
+        // none while masking is on
+        let offsets = Tensor::from_slice(&nvec).cumsum(0, Kind::Int64) - Tensor::from_slice(&nvec);
+        let chosen = b_masks.gather(1, &(&b_actions + offsets.to_device(device)).to_device(b_masks.device()), false);
+        let invalid_actions = chosen.logical_not().any_dim(1, false).sum(Kind::Float);
         // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
         let row = [
             ("iteration", OnHost(iteration as f64)),
@@ -393,7 +392,7 @@ fn main() {
             ("debug/first_mb_max_ratio_dev", OnDevice(&ratio_devs[0].max())),
             ("debug/first_mb_clipfrac", OnDevice(&clipfrac(&ratio_devs[0]))),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
-            ("debug/invalid_actions", OnHost(invalid_actions as f64)),
+            ("debug/invalid_actions", OnDevice(&invalid_actions)),
         ];
         trace.rollout("masks", &b_masks); // PPO_TRACE: for tests/parity.rs, as the rollout
         trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);

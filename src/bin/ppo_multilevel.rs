@@ -454,9 +454,14 @@ fn main() {
                     let size = args.level_minibatch_size[batches[fine].level] as i64;
                     let rows = perms[batches[fine].level].narrow(0, start as i64 * size, size);
                     let mu = tch::no_grad(|| agent.action_mean(&mbs[fine].obs[start]));
-                    let kl = gaussian_kl(&old_mus.index_select(0, &rows), &old_logstd, &mu, &agent.actor_logstd);
+                    let kl = ppo_details::gaussian_kl(
+                        &old_mus.index_select(0, &rows),
+                        &old_logstd,
+                        &mu,
+                        &agent.actor_logstd,
+                    );
                     adaptive_kl = kl.double_value(&[]);
-                    lr = adapt_lr(lr, adaptive_kl, args.desired_kl);
+                    lr = ppo_details::adapt_lr(lr, adaptive_kl, args.desired_kl);
                 }
 
                 optimizer.zero_grad();
@@ -801,26 +806,6 @@ impl Batch {
             returns: cut(&self.b_returns_t),
             values: cut(&self.b_values_t),
         }
-    }
-}
-
-/// Extra 1: the KL from the rollout's Gaussian policy (means `mu_old`, log std `logstd_old`) to the
-/// current one (`mu`, `logstd`) in closed form, summed over the action's components, averaged over rows.
-fn gaussian_kl(mu_old: &Tensor, logstd_old: &Tensor, mu: &Tensor, logstd: &Tensor) -> Tensor {
-    let (var_old, var) = ((logstd_old * 2.0).exp(), (logstd * 2.0).exp());
-    let kl: Tensor = logstd - logstd_old + (var_old + (mu_old - mu).square()) / (var * 2.0) - 0.5;
-    kl.sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float)
-}
-
-/// Extra 1: rsl_rl's rule: the rate / 1.5 when the KL is above twice the target (not below 1e-5),
-/// x 1.5 when it is positive and below half the target (not above 1e-2), unchanged otherwise.
-fn adapt_lr(lr: f64, kl: f64, desired_kl: f64) -> f64 {
-    if kl > 2.0 * desired_kl {
-        (lr / 1.5).max(1e-5)
-    } else if kl > 0.0 && kl < desired_kl / 2.0 {
-        (lr * 1.5).min(1e-2)
-    } else {
-        lr
     }
 }
 
