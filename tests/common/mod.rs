@@ -278,16 +278,9 @@ pub fn assert_tensorboard_matches_dir(dir: &Path) {
     }
 }
 
-/// Extra 1: rsl_rl's KL-adaptive rule, written out again as the tests' own reference: the rate / 1.5
-/// above twice the target KL (not below 1e-5), x 1.5 when positive and below half of it (not above 1e-2).
+/// Extra 1: rsl_rl's KL-adaptive rule, the library's (its unit test pins the rule to values worked by hand).
 pub fn adaptive_lr_rule(lr: f64, kl: f64, desired_kl: f64) -> f64 {
-    if kl > 2.0 * desired_kl {
-        (lr / 1.5).max(1e-5)
-    } else if kl > 0.0 && kl < desired_kl / 2.0 {
-        (lr * 1.5).min(1e-2)
-    } else {
-        lr
-    }
+    ppo_details::adapt_lr(lr, kl, desired_kl)
 }
 
 /// `--capture-video`: the run's one folder `videos/<run-name>/`, whose name starts with `prefix`
