@@ -423,9 +423,11 @@ fn main() {
                     // L^l = L(main batch of l) − L(sync batch of l−1), which follows it
                     let (loss, pg_loss, v_loss, entropy_loss) =
                         ppo_loss(&args, (mb, start), &ratio, entropy, newvalue, clip_coef);
-                    match level_loss.pop() {
-                        Some(main) if batch.sign < 0.0 => level_loss.push(main - loss),
-                        main => level_loss.extend(main.into_iter().chain([loss])),
+                    if batch.sign > 0.0 {
+                        level_loss.push(loss);
+                    } else {
+                        let main = level_loss.pop().expect("a sync batch follows its level's main batch");
+                        level_loss.push(main - loss);
                     }
                     if batch.index == fine {
                         fine_terms = Some((pg_loss, v_loss, entropy_loss));
@@ -453,13 +455,10 @@ fn main() {
                     // main batch's minibatch (the same rows of its level's permutation)
                     let size = args.level_minibatch_size[batches[fine].level] as i64;
                     let rows = perms[batches[fine].level].narrow(0, start as i64 * size, size);
-                    let mu = tch::no_grad(|| agent.action_mean(&mbs[fine].obs[start]));
-                    let kl = ppo_details::gaussian_kl(
-                        &old_mus.index_select(0, &rows),
-                        &old_logstd,
-                        &mu,
-                        &agent.actor_logstd,
-                    );
+                    let kl = tch::no_grad(|| {
+                        let (mu_old, mu) = (old_mus.index_select(0, &rows), agent.action_mean(&mbs[fine].obs[start]));
+                        ppo_details::gaussian_kl(&mu_old, &old_logstd, &mu, &agent.actor_logstd)
+                    });
                     adaptive_kl = kl.double_value(&[]);
                     lr = ppo_details::adapt_lr(lr, adaptive_kl, args.desired_kl);
                 }
