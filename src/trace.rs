@@ -2,8 +2,8 @@
 //! inputs and results go to FILE (safetensors): the initial weights (`init.<name>`), the rollout as
 //! the network saw it (`rollout.obs`, `.actions`, `.rewards`, `.dones`, `.next_obs`, `.next_done`),
 //! every epoch's minibatch order (`order.<epoch>`, counted on over updates: the permutations
-//! [`shuffled`] drew), the weights after the
-//! update (`after.<name>`) and the update's logged values (`scalar.<column>`). With
+//! [`shuffled`] drew), the weights after the update (`after.<name>`) and the update's logged
+//! values (`scalar.<column>`). With
 //! PPO_TRACE_UPDATES=N the first N updates: update k > 1's under `u<k>.` (`u2.rollout.obs`,
 //! `u2.after.<name>`, `u2.scalar.<column>`). Without PPO_TRACE it does nothing.
 
