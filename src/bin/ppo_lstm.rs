@@ -79,7 +79,7 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-// what the library needs of Args (its parse_args also checks the batch's flags); threads: every core
+// what the library needs of Args (its parse_args also checks the batch's flags); threads: every core (CNN, envs)
 ppo_details::experiment!(Args, all_cores, check = check_args);
 
 /// LSTM's flag combination, beside the batch's that the library checks: minibatches of whole envs.
