@@ -133,7 +133,7 @@ fn adaptive_lr_follows_the_rule_from_the_logged_kl() {
             for (i, (&rate, &kl)) in rates.iter().zip(&kls).enumerate() {
                 assert_eq!(
                     rate,
-                    common::adaptive_lr_rule(prev, kl, 0.01),
+                    ppo_details::adapt_lr(prev, kl, 0.01),
                     "update {}: KL {kl}, previous rate {prev}",
                     i + 1
                 );
@@ -255,7 +255,7 @@ fn learns_inverted_pendulum_with_defaults() {
 /// above) on known KL values, desired 0.01.
 #[test]
 fn the_reference_rule_lowers_raises_floors_and_caps() {
-    let rule = common::adaptive_lr_rule;
+    let rule = ppo_details::adapt_lr;
     assert_eq!(rule(3e-4, 0.05, 0.01), 3e-4 / 1.5, "above 2 x desired: down");
     assert_eq!(rule(3e-4, 0.002, 0.01), 3e-4 * 1.5, "positive, below desired / 2: up");
     assert_eq!(rule(3e-4, 0.01, 0.01), 3e-4, "in between: unchanged");

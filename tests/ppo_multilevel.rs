@@ -187,7 +187,7 @@ fn one_level_is_plain_ppo() {
 /// one, starting from `--learning-rate`; the ratio == 1 check holds on every batch.
 #[test]
 fn adaptive_lr_follows_the_rule_from_the_finest_main_batchs_kl() {
-    let rule = |lr: f64, kl: f64| common::adaptive_lr_rule(lr, kl, 0.01);
+    let rule = |lr: f64, kl: f64| ppo_details::adapt_lr(lr, kl, 0.01);
     let mut directions = std::collections::BTreeSet::new();
     for lr in ["1e-5", "1e-2"] {
         let levels = ["--levels", "15,30,61", "--level-steps", "20,5,5", "--level-minibatch-size", "200,50,50"];

@@ -382,7 +382,7 @@ fn main() {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch, one
             // permutation per level for its main and sync batches alike (each batch gathered in its
             // level's shuffled order once per epoch; minibatches are slices of it)
-            let perm = |t: &usize| Tensor::randperm((t * num_envs) as i64, (Kind::Int64, device));
+            let perm = |t: &usize| ppo_details::shuffled(t * num_envs, device); // torch.randperm
             let perms: Vec<Tensor> = args.level_steps.iter().map(perm).collect();
             let mbs: Vec<Minibatches> =
                 batches.iter().map(|b| b.shuffled(&perms[b.level], args.level_minibatch_size[b.level])).collect();

@@ -278,11 +278,6 @@ pub fn assert_tensorboard_matches_dir(dir: &Path) {
     }
 }
 
-/// Extra 1: rsl_rl's KL-adaptive rule, the library's (its unit test pins the rule to values worked by hand).
-pub fn adaptive_lr_rule(lr: f64, kl: f64, desired_kl: f64) -> f64 {
-    ppo_details::adapt_lr(lr, kl, desired_kl)
-}
-
 /// `--capture-video`: the run's one folder `videos/<run-name>/`, whose name starts with `prefix`
 /// (`<env-id>__<exp-name>__<seed>__`), and its GIF `episode-0.gif`, which must be whole and at least
 /// `min_bytes` long.
