@@ -1,11 +1,10 @@
 //! # ppo_multilevel: multilevel PPO (Dixit & Elsheikh) on the reservoir env, a diff of `ppo_continuous`
 //!
 //! The policy loss is estimated by multilevel Monte Carlo over a hierarchy of grids: many cheap
-//! samples on coarse grids, a few on fine ones, and per level l the difference L^l to a synchronized
-//! coarser sample of the same state and action, whose sum telescopes to the finest level's loss in
-//! expectation (not sample by sample: the sync states are mapped from fine trajectories, and each
-//! batch normalizes its own advantages): loss_MLMC = Σ_l L^l,
-//! L^l = mean[(L_a^l − L̃_a^{l−1}) + (L_v^l − L̃_v^{l−1}) + (L_e^l − L̃_e^{l−1})].
+//! samples on coarse grids, a few on fine ones, and per level l the difference L^l to a synchronized coarser sample
+//! of the same state and action, whose sum telescopes to the finest level's loss in expectation (not sample by
+//! sample: sync states are mapped from fine trajectories, each batch normalizes its own advantages):
+//! loss_MLMC = Σ_l L^l, L^l = mean[(L_a^l − L̃_a^{l−1}) + (L_v^l − L̃_v^{l−1}) + (L_e^l − L̃_e^{l−1})].
 //! Each multilevel element is tagged `// Multilevel N: ...`:
 //!   1. levels: a grid, T^l steps per env and minibatch size M^l each, coarse to fine, with the
 //!      same number of minibatches on every level
@@ -130,7 +129,6 @@ struct Args {
     normalize: bool,
 }
 
-/// Multilevel 7: which early stop --target-kl drives (see --kl-rule).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum KlRule {
@@ -349,11 +347,10 @@ fn main() {
         // Aux 1: clip-range annealing, with the same fraction
         let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
 
-        // Multilevel 2: levels in ascending order, each continuing its own episodes from its own last
-        // observation (the reference carries the last observation over from the previous level, so
-        // each level's first transition paired another grid's observation with this one's state; the paper's
-        // code also maps each level's envs from the previous level's state first: with every T^l a multiple
-        // of the 5-step episode, as in the defaults, only the field each level's new episodes draw differs)
+        // Multilevel 2: levels in ascending order, each continuing its own episodes from its own last observation
+        // (the reference carries the last observation over from the previous level, so each level's first transition
+        // paired another grid's observation with this one's state; it also maps each level's envs from the previous
+        // level's state first: with every T^l a multiple of the 5-step episode, only the new episodes' fields differ)
         let mut batches = Vec::new();
         for l in 0..n_levels {
             let envs = (&mut level_envs[l], l.checked_sub(1).map(|c| &mut sync_envs[c]));
@@ -364,14 +361,14 @@ fn main() {
 
         // Optimizing the policy and value network
         let learn_start = Instant::now();
-        let (mut first_minibatch, mut last) = (Vec::new(), None);
-        // the finest main batch's: which ratios the surrogate clipped; each batch's last KL estimates
-        // (old_approx_kl, approx_kl): the ones logged and checked
-        let mut clipped = Vec::new();
+        // the finest main batch's last minibatch's values are logged, as CleanRL's loop variables are after its loops
+        let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss] = [(); 4].map(|()| Tensor::new());
+        let mut clipped = Vec::new(); // the finest main batch's: which ratios the surrogate clipped
+        let mut first_minibatch = Vec::new();
+        // each batch's last KL estimates (old_approx_kl, approx_kl): the ones logged and checked
         let mut last_kl: Vec<_> = batches.iter().map(|_| (Tensor::from(0f32), Tensor::from(0f32))).collect();
+        let mut level_losses = Vec::new(); // every minibatch's L^l per level, for their mean and variance
         let (mut epochs, mut optimizer_steps, mut stop, mut grad_norm) = (0, 0, false, Tensor::from(f32::NAN));
-        // every minibatch's L^l per level, for their mean and variance
-        let mut level_losses = Vec::new();
         // Extra 1: the rollout's policy on the finest main batch (the weights have not moved since), and the
         // last KL the rule saw
         let old_logstd = agent.actor_logstd.detach().copy();
@@ -398,7 +395,7 @@ fn main() {
                 let sizes: Vec<i64> = batches.iter().map(|b| args.level_minibatch_size[b.level] as i64).collect();
                 let split = |t: &Tensor| t.split_with_sizes(sizes.as_slice(), 0);
                 let (newlogprobs, entropies, newvalues) = (split(&newlogprobs), split(&entropies), split(&newvalues));
-                let (mut level_loss, mut fine_terms): (Vec<Tensor>, _) = (Vec::new(), None);
+                let mut level_loss = Vec::new();
                 for (batch, mb) in batches.iter().zip(&mbs) {
                     let (newlogprob, entropy, newvalue) =
                         (&newlogprobs[batch.index], &entropies[batch.index], &newvalues[batch.index]);
@@ -421,23 +418,20 @@ fn main() {
 
                     // Multilevel 5: each term is the parent's PPO loss (Cores 7-10) on the batch's minibatch;
                     // L^l = L(main batch of l) − L(sync batch of l−1), which follows it
-                    let (loss, pg_loss, v_loss, entropy_loss) =
-                        ppo_loss(&args, (mb, start), &ratio, entropy, newvalue, clip_coef);
+                    let (term, pg, v, ent) = ppo_loss(&args, (mb, start), &ratio, entropy, newvalue, clip_coef);
                     if batch.sign > 0.0 {
-                        level_loss.push(loss);
+                        level_loss.push(term);
                     } else {
                         let main = level_loss.pop().expect("a sync batch follows its level's main batch");
-                        level_loss.push(main - loss);
+                        level_loss.push(main - term);
                     }
                     if batch.index == fine {
-                        fine_terms = Some((pg_loss, v_loss, entropy_loss));
+                        (pg_loss, v_loss, entropy_loss) = (pg, v, ent);
                     }
                 }
                 let level_loss = Tensor::stack(&level_loss, 0);
-                let loss = level_loss.sum(Kind::Float); // loss_MLMC = Σ_l L^l
+                loss = level_loss.sum(Kind::Float); // loss_MLMC = Σ_l L^l
                 level_losses.push(level_loss.detach());
-                let (pg_loss, v_loss, entropy_loss) = fine_terms.expect("the finest main batch");
-                last = Some(Last { pg_loss, v_loss, entropy_loss, loss: loss.detach() });
 
                 // Aux 3, Multilevel 7: the paper's early stop (SB3's): any level's main minibatch with an approx_kl
                 // above 1.5 x target_kl ends the update before its step (one host sync per minibatch)
@@ -479,7 +473,6 @@ fn main() {
                 break;
             }
         }
-        let last = last.expect("at least one minibatch");
         // the largest deviation over all batches (torch's max: a NaN anywhere shows as NaN)
         let (devs, clips): (Vec<Tensor>, Vec<Tensor>) =
             first_minibatch.iter().map(|(d, c)| (d.shallow_clone(), c.shallow_clone())).unzip();
@@ -498,9 +491,9 @@ fn main() {
             ("global_step", OnHost(global_step as f64)),
             ("charts/learning_rate", OnHost(lr)),
             ("charts/clip_coef", OnHost(clip_coef)),
-            ("losses/value_loss", OnDevice(&last.v_loss)),
-            ("losses/policy_loss", OnDevice(&last.pg_loss)),
-            ("losses/entropy", OnDevice(&last.entropy_loss)),
+            ("losses/value_loss", OnDevice(&v_loss)),
+            ("losses/policy_loss", OnDevice(&pg_loss)),
+            ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&last_kl[fine].0)),
             ("losses/approx_kl", OnDevice(&last_kl[fine].1)),
             ("losses/clipfrac", OnDevice(&clip_fraction)),
@@ -522,17 +515,15 @@ fn main() {
         }
         // Multilevel 5: each level's L^l, its mean and its variance over the update's minibatches (the V_l of
         // MLMC's sample-size rule)
-        let level_losses = Tensor::stack(&level_losses, 0);
-        let (level_mean, level_var) =
-            (level_losses.mean_dim(0, false, Kind::Float), level_losses.var_dim(0, true, false));
-        let (level_mean, level_var) = (level_mean.unbind(0), level_var.unbind(0));
-        for (l, (mean, var)) in level_mean.iter().zip(&level_var).enumerate() {
+        let ls = Tensor::stack(&level_losses, 0);
+        let (means, vars) = (ls.mean_dim(0, false, Kind::Float).unbind(0), ls.var_dim(0, true, false).unbind(0));
+        for (l, (mean, var)) in means.iter().zip(&vars).enumerate() {
             row.push((format!("losses/l{}_loss", l + 1), OnDevice(mean)));
             row.push((format!("losses/l{}_loss_var", l + 1), OnDevice(var)));
         }
         let row: Vec<(&str, ppo_details::Logged)> = row.iter().map(|(name, value)| (name.as_str(), *value)).collect();
         let env_seconds = level_envs.iter_mut().chain(&mut sync_envs).map(|envs| envs.take_step_seconds()).sum();
-        log.update(&row, &last.loss, env_seconds, learn_start);
+        log.update(&row, &loss, env_seconds, learn_start);
         log.checkpoint(&optimizer, &all_stats);
     }
 
@@ -806,12 +797,4 @@ impl Batch {
             values: cut(&self.b_values_t),
         }
     }
-}
-
-/// The finest main batch's last minibatch: its losses are the ones logged.
-struct Last {
-    pg_loss: Tensor,
-    v_loss: Tensor,
-    entropy_loss: Tensor,
-    loss: Tensor,
 }
