@@ -126,7 +126,7 @@ def signs(k, n):
 
 def our_trace(variant, flags, workdir):
     path = os.path.join(workdir, f"{variant}.safetensors")
-    env = dict(os.environ, PPO_TRACE=path, PPO_TRACE_UPDATES=str(UPDATES.get(variant, 1)), OMP_WAIT_POLICY="PASSIVE")
+    env = dict(os.environ, PPO_TRACE=path, PPO_TRACE_UPDATES=str(UPDATES.get(variant, 1)), GOMP_SPINCOUNT="1000")
     cmd = [os.path.join(REPO, "target/release", variant), "--cuda", "false", "--torch-threads", "1", *flags]
     subprocess.run(cmd, cwd=workdir, env=env, check=True, stdout=subprocess.DEVNULL)
     return read_safetensors(path)

@@ -139,7 +139,7 @@ fn trace(bin: &str, flags: &[&str], updates: usize) -> BTreeMap<String, Tensor> 
         .env("PPO_TRACE", &path)
         .env("PPO_TRACE_UPDATES", updates.to_string())
         .envs(PINNED)
-        .env("OMP_WAIT_POLICY", "PASSIVE")
+        .env("GOMP_SPINCOUNT", "1000")
         .current_dir(dir.path())
         .stdout(std::process::Stdio::null())
         .status()
