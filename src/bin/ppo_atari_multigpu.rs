@@ -124,6 +124,19 @@ fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Con
     conv
 }
 
+/// Atari 8's Nature CNN on c_in frames; layers 0, 2, 4, 7 (ReLU, Flatten between): CleanRL's names (network.0.weight)
+fn nature_cnn(net: &nn::Path, c_in: i64) -> nn::Sequential {
+    nn::seq()
+        .add(conv_init(net / 0, c_in, 32, 8, 4))
+        .add_fn(|x| x.relu())
+        .add(conv_init(net / 2, 32, 64, 4, 2))
+        .add_fn(|x| x.relu())
+        .add(conv_init(net / 4, 64, 64, 3, 1))
+        .add_fn(|x| x.relu().flatten(1, -1))
+        .add(layer_init(net / 7, 64 * 7 * 7, 512, 2f64.sqrt()))
+        .add_fn(|x| x.relu())
+}
+
 // Atari 8: one Nature-CNN trunk shared by the policy and value heads (Core 13's other choice)
 struct Agent {
     network: nn::Sequential,
@@ -133,17 +146,7 @@ struct Agent {
 
 impl Agent {
     fn new(p: &nn::Path, n_actions: i64) -> Agent {
-        let (s2, net) = (2f64.sqrt(), p / "network");
-        // layers 0, 2, 4, 7: nn.Sequential's indices (ReLU, Flatten between): CleanRL's saved names (network.0.weight)
-        let network = nn::seq()
-            .add(conv_init(&net / 0, 4, 32, 8, 4))
-            .add_fn(|x| x.relu())
-            .add(conv_init(&net / 2, 32, 64, 4, 2))
-            .add_fn(|x| x.relu())
-            .add(conv_init(&net / 4, 64, 64, 3, 1))
-            .add_fn(|x| x.relu().flatten(1, -1))
-            .add(layer_init(&net / 7, 64 * 7 * 7, 512, s2))
-            .add_fn(|x| x.relu());
+        let network = nature_cnn(&(p / "network"), 4);
         let (critic, actor) = (layer_init(p / "critic", 512, 1, 1.0), layer_init(p / "actor", 512, n_actions, 0.01));
         Agent { network, critic, actor }
     }

@@ -123,6 +123,19 @@ fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Con
     conv
 }
 
+/// Atari 8's Nature CNN on c_in frames; layers 0, 2, 4, 7 (ReLU, Flatten between): CleanRL's names (network.0.weight)
+fn nature_cnn(net: &nn::Path, c_in: i64) -> nn::Sequential {
+    nn::seq()
+        .add(conv_init(net / 0, c_in, 32, 8, 4))
+        .add_fn(|x| x.relu())
+        .add(conv_init(net / 2, 32, 64, 4, 2))
+        .add_fn(|x| x.relu())
+        .add(conv_init(net / 4, 64, 64, 3, 1))
+        .add_fn(|x| x.relu().flatten(1, -1))
+        .add(layer_init(net / 7, 64 * 7 * 7, 512, 2f64.sqrt()))
+        .add_fn(|x| x.relu())
+}
+
 // Atari 8: one trunk shared by the policy and value heads (Core 13's other choice), then the LSTM
 struct Agent {
     network: nn::Sequential,
@@ -134,22 +147,10 @@ struct Agent {
 
 impl Agent {
     fn new(p: &nn::Path, obs_dim: i64, n_actions: i64) -> Agent {
-        let (s2, net, pixels) = (2f64.sqrt(), p / "network", obs_dim == 84 * 84);
-        // layers 0, 2, 4, 7: nn.Sequential's indices (ReLU, Flatten between): CleanRL's saved names (network.0.weight)
-        let network = if pixels {
-            nn::seq()
-                .add(conv_init(&net / 0, 1, 32, 8, 4))
-                .add_fn(|x| x.relu())
-                .add(conv_init(&net / 2, 32, 64, 4, 2))
-                .add_fn(|x| x.relu())
-                .add(conv_init(&net / 4, 64, 64, 3, 1))
-                .add_fn(|x| x.relu().flatten(1, -1))
-                .add(layer_init(&net / 7, 64 * 7 * 7, 512, s2))
-                .add_fn(|x| x.relu())
-        } else {
-            // a vector observation gets a small tanh MLP instead of the CNN (not in CleanRL)
-            nn::seq().add(layer_init(&net / 0, obs_dim, 64, s2)).add_fn(|x| x.tanh())
-        };
+        let pixels = obs_dim == 84 * 84;
+        // a vector observation gets a small tanh MLP instead of the CNN (not in CleanRL)
+        let mlp = |net: nn::Path| nn::seq().add(layer_init(&net / 0, obs_dim, 64, 2f64.sqrt())).add_fn(|x| x.tanh());
+        let network = if pixels { nature_cnn(&(p / "network"), 1) } else { mlp(p / "network") };
         // LSTM 1: orthogonal weights with gain 1, zero biases
         let (init, input_size) = (nn::Init::Orthogonal { gain: 1.0 }, if pixels { 512 } else { 64 });
         let config = nn::RNNConfig { w_ih_init: init, w_hh_init: init, batch_first: false, ..Default::default() };

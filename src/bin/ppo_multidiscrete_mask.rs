@@ -101,6 +101,18 @@ fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Con
     conv
 }
 
+/// The blog's small CNN on a (height, width, planes) grid; layers 1, 3, 6 (Transpose first): the blog's names
+fn small_cnn(net: &nn::Path, [h, w, c]: [i64; 3]) -> nn::Sequential {
+    let (h2, w2) = ((h - 3) / 2, (w - 3) / 2); // the second convolution's output size
+    nn::seq()
+        .add(conv_init(net / 1, c, 16, 3, 2))
+        .add_fn(|x| x.relu())
+        .add(conv_init(net / 3, 16, 32, 2, 1))
+        .add_fn(|x| x.relu().flatten(1, -1))
+        .add(layer_init(net / 6, 32 * h2 * w2, 128, 2f64.sqrt()))
+        .add_fn(|x| x.relu())
+}
+
 // one trunk shared by the policy and value heads (Core 13's other choice): the blog's small CNN
 struct Agent {
     network: nn::Sequential,
@@ -113,15 +125,7 @@ struct Agent {
 
 impl Agent {
     fn new(p: &nn::Path, grid: [i64; 3], nvec: Vec<i64>) -> Agent {
-        let (s2, net, [h, w, c]) = (2f64.sqrt(), p / "network", grid);
-        let (h2, w2) = ((h - 3) / 2, (w - 3) / 2); // the second convolution's output size
-        let network = nn::seq()
-            .add(conv_init(&net / 1, c, 16, 3, 2))
-            .add_fn(|x| x.relu())
-            .add(conv_init(&net / 3, 16, 32, 2, 1))
-            .add_fn(|x| x.relu().flatten(1, -1))
-            .add(layer_init(&net / 6, 32 * h2 * w2, 128, s2))
-            .add_fn(|x| x.relu());
+        let network = small_cnn(&(p / "network"), grid);
         let actor = layer_init(p / "actor", 128, nvec.iter().sum(), 0.01);
         Agent { network, critic: layer_init(p / "critic", 128, 1, 1.0), actor, grid, nvec }
     }
