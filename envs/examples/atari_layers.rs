@@ -75,7 +75,7 @@ fn main() {
     let skip = || MaxAndSkip::new(NoopReset::new(RecordEpisodeStatistics::new(ale()), 30), 4);
     let lives = || {
         let env = EpisodicLife::new(skip());
-        let env: Box<dyn Env<Obs = u8>> = if ale().has_fire() { Box::new(FireReset::new(env)) } else { Box::new(env) };
+        let env = FireReset::new(env, ale().has_fire());
         ClipReward::new(env)
     };
     let resized = || ResizeObservation::new(lives(), 84, 84);

@@ -17,7 +17,7 @@ fn make(env_id: &str) -> Box<dyn Env<Obs = u8>> {
     let has_fire = env.has_fire();
     let env = MaxAndSkip::new(NoopReset::new(RecordEpisodeStatistics::new(env), 30), 4);
     let env = EpisodicLife::new(env);
-    let env: Box<dyn Env<Obs = u8>> = if has_fire { Box::new(FireReset::new(env)) } else { Box::new(env) };
+    let env = FireReset::new(env, has_fire);
     Box::new(FrameStack::new(GrayScale::new(ResizeObservation::new(ClipReward::new(env), 84, 84)), 4))
 }
 

@@ -365,14 +365,16 @@ impl<E: Env> Env for EpisodicLife<E> {
 }
 
 /// Atari 4: FireResetEnv: after a reset press FIRE (action 1), then action 2, for games that
-/// wait for FIRE to start.
+/// wait for FIRE to start. `has_fire` false (a game without FIRE) passes resets through, as
+/// CleanRL's `make_env` leaves the wrapper out there.
 pub struct FireReset<E> {
     inner: E,
+    has_fire: bool,
 }
 
 impl<E: Env> FireReset<E> {
-    pub fn new(inner: E) -> Self {
-        FireReset { inner }
+    pub fn new(inner: E, has_fire: bool) -> Self {
+        FireReset { inner, has_fire }
     }
 }
 
@@ -381,7 +383,7 @@ impl<E: Env> Env for FireReset<E> {
     forward!(observation_space -> Space, action_space -> Space, lives -> u32);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         self.inner.reset(seed, obs);
-        for action in [1, 2] {
+        for action in [1, 2].into_iter().filter(|_| self.has_fire) {
             let step = self.inner.step(Action::Discrete(&[action]), obs);
             if step.terminated || step.truncated {
                 self.inner.reset(seed, obs);

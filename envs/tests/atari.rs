@@ -21,7 +21,7 @@ fn cleanrl_stack(env_id: &str, noops: Vec<u32>) -> Box<dyn Env<Obs = u8>> {
     let env = NoopReset::new(env, 30).replaying(noops);
     let env = MaxAndSkip::new(env, 4);
     let env = EpisodicLife::new(env);
-    let env: Box<dyn Env<Obs = u8>> = if has_fire { Box::new(FireReset::new(env)) } else { Box::new(env) };
+    let env = FireReset::new(env, has_fire);
     let env = ClipReward::new(env);
     let env = ResizeObservation::new(env, 84, 84);
     let env = GrayScale::new(env);

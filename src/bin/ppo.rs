@@ -1,7 +1,6 @@
-//! # ppo: PPO on classic control, the root of the family
+//! # ppo: PPO on classic control, the root of the family (each variant's diff against its parent: `diffs/`)
 //!
-//! CleanRL's `ppo.py` on `tch`: the 13 core details of "The 37 Implementation Details of PPO" (`// Core N: ...`),
-//! clip-range annealing and target-KL early stopping (`// Aux 1`, `// Aux 3`). The variants descend from it (`diffs/`).
+//! CleanRL's `ppo.py` on `tch`: "The 37 Implementation Details of PPO"'s 13 core ones (`// Core N: ...`), Aux 1, 3.
 //! Run: `cargo run --release --bin ppo -- --env-id CartPole-v1 --seed 1`; it writes `runs/<run-name>/` (docs/runs.md).
 //! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
@@ -77,7 +76,8 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-ppo_details::experiment!(Args); // what the library needs of Args; its parse_args also checks the batch's flags
+// what the library needs of Args (its parse_args also checks the batch's flags), and the default threads
+ppo_details::experiment!(Args, one_core);
 
 /// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordVideo` (for env 0) and `RecordEpisodeStatistics`.
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
@@ -98,22 +98,17 @@ struct Agent {
 
 impl Agent {
     fn new(p: &nn::Path, obs_dim: i64, n_actions: i64) -> Agent {
-        let s2 = 2f64.sqrt();
-        // layers 0, 2, 4: nn.Sequential's indices (tanh at 1, 3): saved weights get CleanRL's names (critic.0.weight)
-        let (c, a) = (p / "critic", p / "actor");
-        let critic = nn::seq()
-            .add(layer_init(&c / 0, obs_dim, 64, s2))
-            .add_fn(|x| x.tanh())
-            .add(layer_init(&c / 2, 64, 64, s2))
-            .add_fn(|x| x.tanh())
-            .add(layer_init(&c / 4, 64, 1, 1.0));
-        let actor = nn::seq()
-            .add(layer_init(&a / 0, obs_dim, 64, s2))
-            .add_fn(|x| x.tanh())
-            .add(layer_init(&a / 2, 64, 64, s2))
-            .add_fn(|x| x.tanh())
-            .add(layer_init(&a / 4, 64, n_actions, 0.01));
-        Agent { critic, actor }
+        // each network a 64-64 tanh MLP; its last layer's size and gain differ. Layers 0, 2, 4: nn.Sequential's
+        // indices (tanh at 1, 3), so saved weights get CleanRL's names (critic.0.weight)
+        let mlp = |p: nn::Path, out_dim: i64, std: f64| {
+            nn::seq()
+                .add(layer_init(&p / 0, obs_dim, 64, 2f64.sqrt()))
+                .add_fn(|x| x.tanh())
+                .add(layer_init(&p / 2, 64, 64, 2f64.sqrt()))
+                .add_fn(|x| x.tanh())
+                .add(layer_init(&p / 4, 64, out_dim, std))
+        };
+        Agent { critic: mlp(p / "critic", 1, 1.0), actor: mlp(p / "actor", n_actions, 0.01) }
     }
 
     fn get_value(&self, x: &Tensor) -> Tensor {
@@ -121,14 +116,14 @@ impl Agent {
     }
 
     /// torch's Categorical(logits) written out; samples an action when none is given: (action, logprob, entropy, value)
-    fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
+    fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
         let logits = self.actor.forward(x);
         let log_probs = logits.log_softmax(-1, Kind::Float);
         let probs = log_probs.exp();
         let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
         let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
         let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
-        (action, log_prob, entropy, self.get_value(x))
+        [action, log_prob, entropy, self.get_value(x)]
     }
 }
 
@@ -190,7 +185,7 @@ fn main() {
             obs[step] = next_obs.shallow_clone();
             dones[step].copy_from_slice(&next_done);
 
-            let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
+            let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
             values[step] = value;
             // the step's one copy down: the actions, for the envs
             action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
@@ -248,7 +243,7 @@ fn main() {
             let b_inds = ppo_details::shuffled(batch_size, device); // torch.randperm (PPO_TRACE records it)
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
-                let (_, newlogprob, entropy, newvalue) =
+                let [_, newlogprob, entropy, newvalue] =
                     agent.get_action_and_value(&b_obs.i(&mb_inds), Some(&b_actions.i(&mb_inds)));
                 let logratio = &newlogprob - b_logprobs.i(&mb_inds);
                 let ratio = logratio.exp();
@@ -336,7 +331,7 @@ fn main() {
         let mut action = [0i64];
         log.eval(&play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
             let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-            let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
+            let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs, None));
             a.to_device(Device::Cpu).copy_data(&mut action, 1);
             env.step(Action::Discrete(&action));
         }));

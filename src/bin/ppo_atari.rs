@@ -1,7 +1,6 @@
 //! # ppo_atari: PPO on Atari games, a diff of `ppo.rs`
 //!
-//! CleanRL's `ppo_atari.py`: `ppo.rs` plus the 9 Atari details (`// Atari N: ...`): DeepMind's env wrappers (native
-//! ALE, `envs::atari`), a shared Nature-CNN and pixels scaled to [0, 1].
+//! CleanRL's `ppo_atari.py`: `ppo.rs` plus the 9 Atari details (`// Atari N: ...`): DeepMind's wrappers, Nature CNN.
 //! Run: `cargo run --release --bin ppo_atari -- --env-id BreakoutNoFrameskip-v4 --seed 1`; writes `runs/<run-name>/`.
 //! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
@@ -78,7 +77,7 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-// what the library needs of Args (its parse_args also checks the batch's flags); threads: every core (CNN, envs)
+// what the library needs of Args (its parse_args also checks the batch's flags), and the default threads
 ppo_details::experiment!(Args, all_cores);
 
 /// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
@@ -89,10 +88,7 @@ fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<d
     let env = NoopReset::new(env, 30); // Atari 1: NoopResetEnv
     let env = MaxAndSkip::new(env, 4); // Atari 2: MaxAndSkipEnv
     let env = EpisodicLife::new(env); // Atari 3: EpisodicLifeEnv
-    let env: Box<dyn Env<Obs = u8>> = match has_fire {
-        true => Box::new(FireReset::new(env)), // Atari 4: FireResetEnv
-        false => Box::new(env),
-    };
+    let env = FireReset::new(env, has_fire); // Atari 4: FireResetEnv (in games with a FIRE action)
     let env = ClipReward::new(env); // Atari 6: ClipRewardEnv
     let env = GrayScale::new(ResizeObservation::new(env, 84, 84)); // Atari 5: WarpFrame (84x84 gray)
     Ok(Box::new(FrameStack::new(env, 4))) // Atari 7: FrameStack
@@ -108,8 +104,7 @@ fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
 fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Conv2D {
     let config = nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() };
     let mut conv = nn::conv2d(p, c_in, c_out, k, config);
-    let q = nn::init(nn::Init::Orthogonal { gain: 2f64.sqrt() }, &[c_out, c_in * k * k], conv.ws.device());
-    tch::no_grad(|| conv.ws.copy_(&q.view_as(&conv.ws)));
+    conv.ws.init(nn::Init::Orthogonal { gain: 2f64.sqrt() });
     conv
 }
 
@@ -134,33 +129,30 @@ struct Agent {
 }
 
 impl Agent {
-    fn new(p: &nn::Path, n_actions: i64) -> Agent {
-        let network = nature_cnn(&(p / "network"), 4);
+    fn new(p: &nn::Path, obs_dim: i64, n_actions: i64) -> Agent {
+        // Atari 9: scale pixels to [0, 1], after the rows of stacked u8 frames become (N, frames, 84, 84), laid out
+        // channels-last (same values: faster convolutions, benchmarks.md)
+        let network = nn::seq()
+            .add_fn(|x| x.unflatten(1, [-1, 84, 84]).permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2]) / 255.0)
+            .add(nature_cnn(&(p / "network"), obs_dim / (84 * 84)));
         let (critic, actor) = (layer_init(p / "critic", 512, 1, 1.0), layer_init(p / "actor", 512, n_actions, 0.01));
         Agent { network, critic, actor }
     }
 
-    /// The shared features of stacked u8 frames, one row of 4 * 84 * 84 values per observation.
-    fn hidden(&self, x: &Tensor) -> Tensor {
-        // Atari 9: scale pixels to [0, 1]; laid out channels-last (same values): faster convolutions (benchmarks.md)
-        let x = x.view([-1, 4, 84, 84]).permute([0, 2, 3, 1]).contiguous().to_kind(Kind::Float) / 255.0;
-        self.network.forward(&x.permute([0, 3, 1, 2]))
-    }
-
     fn get_value(&self, x: &Tensor) -> Tensor {
-        self.critic.forward(&self.hidden(x))
+        self.critic.forward(&self.network.forward(x))
     }
 
     /// torch's Categorical(logits) written out; samples an action when none is given: (action, logprob, entropy, value)
-    fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
-        let hidden = self.hidden(x);
+    fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
+        let hidden = self.network.forward(x);
         let logits = self.actor.forward(&hidden);
         let log_probs = logits.log_softmax(-1, Kind::Float);
         let probs = log_probs.exp();
         let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
         let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
         let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
-        (action, log_prob, entropy, self.critic.forward(&hidden))
+        [action, log_prob, entropy, self.critic.forward(&hidden)]
     }
 }
 
@@ -189,7 +181,7 @@ fn main() {
         (o, a) => fail(2, format!("{}: {o} observations, {a} actions; ppo_atari needs 4x84x84, Discrete", args.env_id)),
     };
     let mut vs = nn::VarStore::new(device);
-    let agent = Agent::new(&vs.root(), n_actions);
+    let agent = Agent::new(&vs.root(), obs_dim, n_actions);
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
     // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
@@ -222,7 +214,7 @@ fn main() {
             obs[step] = next_obs.shallow_clone();
             dones[step].copy_from_slice(&next_done);
 
-            let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
+            let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
             values[step] = value;
             // the step's one copy down: the actions, for the envs
             action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
@@ -280,7 +272,7 @@ fn main() {
             let b_inds = ppo_details::shuffled(batch_size, device); // torch.randperm (PPO_TRACE records it)
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
-                let (_, newlogprob, entropy, newvalue) =
+                let [_, newlogprob, entropy, newvalue] =
                     agent.get_action_and_value(&b_obs.i(&mb_inds), Some(&b_actions.i(&mb_inds)));
                 let logratio = &newlogprob - b_logprobs.i(&mb_inds);
                 let ratio = logratio.exp();
@@ -368,7 +360,7 @@ fn main() {
         let mut action = [0i64];
         log.eval(&play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
             let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-            let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
+            let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs, None));
             a.to_device(Device::Cpu).copy_data(&mut action, 1);
             env.step(Action::Discrete(&action));
         }));

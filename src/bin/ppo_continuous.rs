@@ -1,13 +1,12 @@
 //! # ppo_continuous: PPO for continuous actions (MuJoCo), a diff of `ppo.rs`
 //!
 //! CleanRL's `ppo_continuous_action.py`: `ppo.rs` plus the 9 continuous-action details (`// Continuous N: ...`).
-//! Beyond the reference: the observation statistics are saved with the model for its evaluation (cleanrl#425);
-//! `--bootstrap-truncation` (off by default; cleanrl#198); `--adaptive-lr` (`// Extra 1`).
+//! Beyond it: the model keeps its observation statistics (cleanrl#425), `--bootstrap-truncation`, `--adaptive-lr`.
 //! Run: `cargo run --release --bin ppo_continuous -- --env-id HalfCheetah-v4 --seed 1`; writes `runs/<run-name>/`.
 //! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
 use clap::Parser;
-use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
+use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, RunningMeanStd, Space, VecEnv};
 use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
@@ -88,8 +87,8 @@ struct Args {
     bootstrap_truncation: bool,
 }
 
-// what the library needs of Args (its parse_args also checks the batch's flags), and Extra 1's flag check
-ppo_details::experiment!(Args, check = check_args);
+// what the library needs of Args (its parse_args also checks the batch's flags), and the default threads
+ppo_details::experiment!(Args, one_core, check = check_args);
 
 /// Extra 1's flag combination, beside the batch's that the library checks.
 fn check_args(a: &Args) -> Result<(), String> {
@@ -98,23 +97,16 @@ fn check_args(a: &Args) -> Result<(), String> {
     (!(a.adaptive_lr && anneal_lr_given)).then_some(()).ok_or(err.into())
 }
 
-/// CleanRL's `make_env` (no FlattenObservation: ours are flat) and its running statistics (the
-/// observations', the returns'), which the model and the checkpoints keep.
+/// CleanRL's `make_env` (ours are flat: no FlattenObservation), with the running statistics the checkpoints keep.
 type EnvAndStats = Result<(Box<dyn Env<Obs = f32>>, [envs::SharedRms; 2]), envs::EnvError>;
-fn make_env(
-    env_id: &str,
-    gamma: f64,
-    rms: Option<envs::RunningMeanStd>,
-    video: Option<std::path::PathBuf>,
-) -> EnvAndStats {
+fn make_env(env_id: &str, gamma: f64, rms: Option<RunningMeanStd>, video: Option<std::path::PathBuf>) -> EnvAndStats {
     let env = RecordEpisodeStatistics::new(RecordVideo::new(envs::make(env_id)?, video)?);
     // Continuous 5: clip actions to the valid range for the env
     let env = envs::ClipAction::new(env);
     let env = envs::NormalizeObservation::new(env).frozen_with(rms); // Continuous 6: observation normalization
     let stats = env.stats();
     // Continuous 7: observation clipping (±10)
-    let env =
-        envs::TransformObservation::new(env, |obs: &mut [f32]| obs.iter_mut().for_each(|o| *o = o.clamp(-10.0, 10.0)));
+    let env = envs::TransformObservation::new(env, |o: &mut [f32]| o.iter_mut().for_each(|x| *x = x.clamp(-10., 10.)));
     // Continuous 8: reward scaling (divide by std of discounted return)
     let env = envs::NormalizeReward::new(env, gamma);
     let stats = [stats, env.stats()];
@@ -139,21 +131,17 @@ struct Agent {
 
 impl Agent {
     fn new(p: &nn::Path, obs_dim: i64, n_actions: i64) -> Agent {
-        let s2 = 2f64.sqrt();
-        // layers 0, 2, 4: nn.Sequential's indices (tanh at 1, 3): saved weights get CleanRL's names (critic.0.weight)
-        let (c, a) = (p / "critic", p / "actor_mean");
-        let critic = nn::seq()
-            .add(layer_init(&c / 0, obs_dim, 64, s2))
-            .add_fn(|x| x.tanh())
-            .add(layer_init(&c / 2, 64, 64, s2))
-            .add_fn(|x| x.tanh())
-            .add(layer_init(&c / 4, 64, 1, 1.0));
-        let actor_mean = nn::seq()
-            .add(layer_init(&a / 0, obs_dim, 64, s2))
-            .add_fn(|x| x.tanh())
-            .add(layer_init(&a / 2, 64, 64, s2))
-            .add_fn(|x| x.tanh())
-            .add(layer_init(&a / 4, 64, n_actions, 0.01));
+        // each network a 64-64 tanh MLP; its last layer's size and gain differ. Layers 0, 2, 4: nn.Sequential's
+        // indices (tanh at 1, 3), so saved weights get CleanRL's names (critic.0.weight)
+        let mlp = |p: nn::Path, out_dim: i64, std: f64| {
+            nn::seq()
+                .add(layer_init(&p / 0, obs_dim, 64, 2f64.sqrt()))
+                .add_fn(|x| x.tanh())
+                .add(layer_init(&p / 2, 64, 64, 2f64.sqrt()))
+                .add_fn(|x| x.tanh())
+                .add(layer_init(&p / 4, 64, out_dim, std))
+        };
+        let (critic, actor_mean) = (mlp(p / "critic", 1, 1.0), mlp(p / "actor_mean", n_actions, 0.01));
         // Continuous 2: state-independent log std, initialized to 0
         let actor_logstd = p.zeros("actor_logstd", &[1, n_actions]);
         let obs_rms = p.add("obs_rms", Tensor::zeros([2 * obs_dim + 1], (Kind::Double, p.device())), false);
@@ -165,7 +153,7 @@ impl Agent {
     }
 
     /// torch's Normal(mean, std) written out; samples an action when none is given: (action, logprob, entropy, value)
-    fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
+    fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
         // Continuous 1: Normal action distribution
         let action_mean = self.actor_mean.forward(x);
         let action_logstd = self.actor_logstd.expand_as(&action_mean);
@@ -173,13 +161,12 @@ impl Agent {
         let action =
             action.map_or_else(|| &action_mean + &action_std * action_mean.randn_like(), |a| a.shallow_clone());
         let half_log_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
-        let log_prob: Tensor =
-            -(&action - &action_mean).square() / (2.0 * action_std.square()) - &action_logstd - half_log_2pi;
+        let log_prob = -(&action - action_mean).square() / (2f64 * action_std.square()) - &action_logstd - half_log_2pi;
         let entropy = action_logstd + (0.5 + half_log_2pi);
         // Continuous 3: independent action components (log-probs and entropies summed)
         let (log_prob, entropy) =
             (log_prob.sum_dim_intlist(1, false, Kind::Float), entropy.sum_dim_intlist(1, false, Kind::Float));
-        (action, log_prob, entropy, self.get_value(x))
+        [action, log_prob, entropy, self.get_value(x)]
     }
 }
 
@@ -250,7 +237,7 @@ fn main() {
             obs[step] = next_obs.shallow_clone();
             dones[step].copy_from_slice(&next_done);
 
-            let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
+            let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
             values[step] = value;
             if args.adaptive_lr {
                 mus[step] = tch::no_grad(|| agent.actor_mean.forward(&next_obs));
@@ -327,7 +314,7 @@ fn main() {
             let b_inds = ppo_details::shuffled(batch_size, device); // torch.randperm (PPO_TRACE records it)
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
-                let (_, newlogprob, entropy, newvalue) =
+                let [_, newlogprob, entropy, newvalue] =
                     agent.get_action_and_value(&b_obs.i(&mb_inds), Some(&b_actions.i(&mb_inds)));
                 let logratio = &newlogprob - b_logprobs.i(&mb_inds);
                 let ratio = logratio.exp();
@@ -426,12 +413,12 @@ fn main() {
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
         let v = Vec::<f64>::try_from(agent.obs_rms.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e));
         let d = obs_dim as usize;
-        let rms = envs::RunningMeanStd { mean: v[..d].to_vec(), var: v[d..2 * d].to_vec(), count: v[2 * d] };
+        let rms = RunningMeanStd { mean: v[..d].to_vec(), var: v[d..2 * d].to_vec(), count: v[2 * d] };
         let env = make_env(&args.env_id, args.gamma, Some(rms), None).unwrap_or_else(|e| fail(1, e)).0;
         let mut action = vec![0f32; n_actions as usize];
         log.eval(&play(env, args.run.seed, |env| {
             let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-            let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
+            let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs, None));
             a.to_device(Device::Cpu).copy_data(&mut action, n_actions as usize);
             env.step(Action::Continuous(&action));
         }));

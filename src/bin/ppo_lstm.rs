@@ -1,7 +1,7 @@
 //! # ppo_lstm: PPO with an LSTM policy on Atari games, a diff of `ppo_atari.rs`
 //!
-//! CleanRL's `ppo_atari_lstm.py`: `ppo_atari.rs` with one frame instead of four and an LSTM after the trunk
-//! (`// LSTM N: ...`); a 1-D observation (CartPoleNoVel-v1) gets an MLP instead of the CNN, to test memory on CPU.
+//! CleanRL's `ppo_atari_lstm.py`: `ppo_atari.rs` with one frame, not four, and an LSTM after the CNN (`// LSTM N`);
+//! a 1-D observation (CartPoleNoVel-v1) gets an MLP instead of the CNN, to test memory on CPU.
 //! Run: `cargo run --release --bin ppo_lstm -- --env-id BreakoutNoFrameskip-v4 --seed 1`; writes `runs/<run-name>/`.
 //! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
@@ -79,7 +79,7 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-// what the library needs of Args (its parse_args also checks the batch's flags); threads: every core (CNN, envs)
+// what the library needs of Args (its parse_args also checks the batch's flags), and the default threads
 ppo_details::experiment!(Args, all_cores, check = check_args);
 
 /// LSTM's flag combination, beside the batch's that the library checks: minibatches of whole envs.
@@ -99,10 +99,7 @@ fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<d
     let env = NoopReset::new(env, 30); // Atari 1: NoopResetEnv
     let env = MaxAndSkip::new(env, 4); // Atari 2: MaxAndSkipEnv
     let env = EpisodicLife::new(env); // Atari 3: EpisodicLifeEnv
-    let env: Box<dyn Env<Obs = u8>> = match has_fire {
-        true => Box::new(FireReset::new(env)), // Atari 4: FireResetEnv
-        false => Box::new(env),
-    };
+    let env = FireReset::new(env, has_fire); // Atari 4: FireResetEnv (in games with a FIRE action)
     let env = ClipReward::new(env); // Atari 6: ClipRewardEnv
     let env = GrayScale::new(ResizeObservation::new(env, 84, 84)); // Atari 5: WarpFrame (84x84 gray)
     Ok(Box::new(envs::ObsAsF32::new(FrameStack::new(env, 1)))) // Atari 7: FrameStack (one frame: the LSTM remembers)
@@ -118,8 +115,7 @@ fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
 fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Conv2D {
     let config = nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() };
     let mut conv = nn::conv2d(p, c_in, c_out, k, config);
-    let q = nn::init(nn::Init::Orthogonal { gain: 2f64.sqrt() }, &[c_out, c_in * k * k], conv.ws.device());
-    tch::no_grad(|| conv.ws.copy_(&q.view_as(&conv.ws)));
+    conv.ws.init(nn::Init::Orthogonal { gain: 2f64.sqrt() });
     conv
 }
 

@@ -1,8 +1,6 @@
 //! # ppo_multidiscrete_mask: PPO with invalid action masking, a diff of `ppo_atari.rs`
 //!
-//! The blog's `ppo_multidiscrete_mask.py`: `ppo_atari.rs` with a `MultiDiscrete` action (`// MultiDiscrete 1`) whose
-//! invalid entries are masked (`// Aux 4`), and the blog's small CNN on a one-hot grid: MicroRTS's real engine
-//! (`envs::microrts`) or the native GridHarvest-v0. `--invalid-action-masking false` is the ablation.
+//! The blog's `ppo_multidiscrete_mask.py`: `ppo_atari.rs` with `MultiDiscrete` actions (`// MultiDiscrete 1`), masked.
 //! Run: `cargo run --release --bin ppo_multidiscrete_mask -- --env-id MicrortsMining-v1 --seed 1`; writes `runs/`.
 //! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
@@ -78,7 +76,7 @@ struct Args {
     invalid_action_masking: bool,
 }
 
-// what the library needs of Args (its parse_args also checks the batch's flags); threads: every core (CNN, envs)
+// what the library needs of Args (its parse_args also checks the batch's flags), and the default threads
 ppo_details::experiment!(Args, all_cores);
 
 /// The blog's `make_env`: the env with its episode statistics, no other wrapper.
@@ -96,20 +94,18 @@ fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
 fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Conv2D {
     let config = nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() };
     let mut conv = nn::conv2d(p, c_in, c_out, k, config);
-    let q = nn::init(nn::Init::Orthogonal { gain: 2f64.sqrt() }, &[c_out, c_in * k * k], conv.ws.device());
-    tch::no_grad(|| conv.ws.copy_(&q.view_as(&conv.ws)));
+    conv.ws.init(nn::Init::Orthogonal { gain: 2f64.sqrt() });
     conv
 }
 
 /// The blog's small CNN on a (height, width, planes) grid; layers 1, 3, 6 (Transpose first): the blog's names
 fn small_cnn(net: &nn::Path, [h, w, c]: [i64; 3]) -> nn::Sequential {
-    let (h2, w2) = ((h - 3) / 2, (w - 3) / 2); // the second convolution's output size
     nn::seq()
         .add(conv_init(net / 1, c, 16, 3, 2))
         .add_fn(|x| x.relu())
         .add(conv_init(net / 3, 16, 32, 2, 1))
         .add_fn(|x| x.relu().flatten(1, -1))
-        .add(layer_init(net / 6, 32 * h2 * w2, 128, 2f64.sqrt()))
+        .add(layer_init(net / 6, 32 * ((h - 3) / 2) * ((w - 3) / 2), 128, 2f64.sqrt())) // the 2nd conv's output size
         .add_fn(|x| x.relu())
 }
 
@@ -118,39 +114,27 @@ struct Agent {
     network: nn::Sequential,
     critic: nn::Linear,
     actor: nn::Linear,
-    /// the grid's (height, width, planes), and the number of choices of each action component
-    grid: [i64; 3],
-    nvec: Vec<i64>,
+    nvec: Vec<i64>, // the number of choices of each action component
 }
 
 impl Agent {
-    fn new(p: &nn::Path, grid: [i64; 3], nvec: Vec<i64>) -> Agent {
-        let network = small_cnn(&(p / "network"), grid);
+    fn new(p: &nn::Path, [h, w, c]: [i64; 3], nvec: Vec<i64>) -> Agent {
+        // no scaling (the values are 0 or 1); the rows of one-hot grids become (N, planes, h, w), the blog's Transpose,
+        // planes last in memory as the env writes them: channels-last, as in ppo_atari
+        let network = nn::seq()
+            .add_fn(move |x| x.view([-1, h, w, c]).permute([0, 3, 1, 2]))
+            .add(small_cnn(&(p / "network"), [h, w, c]));
         let actor = layer_init(p / "actor", 128, nvec.iter().sum(), 0.01);
-        Agent { network, critic: layer_init(p / "critic", 128, 1, 1.0), actor, grid, nvec }
-    }
-
-    /// The shared features of one-hot grids, one row of height * width * planes values per
-    /// observation (planes last, as the env writes them: channels-last, which oneDNN's and cuDNN's convolutions
-    /// prefer; no scaling: the values are 0 or 1).
-    fn hidden(&self, x: &Tensor) -> Tensor {
-        let [h, w, c] = self.grid;
-        self.network.forward(&x.view([-1, h, w, c]).permute([0, 3, 1, 2]))
+        Agent { network, critic: layer_init(p / "critic", 128, 1, 1.0), actor, nvec }
     }
 
     fn get_value(&self, x: &Tensor) -> Tensor {
-        self.critic.forward(&self.hidden(x))
+        self.critic.forward(&self.network.forward(x))
     }
 
-    /// Samples an action (one value per component) when none is given, from the valid entries
-    /// only when a mask is given; returns (action, log-prob, entropy, value).
-    fn get_action_and_value(
-        &self,
-        x: &Tensor,
-        action: Option<&Tensor>,
-        mask: Option<&Tensor>,
-    ) -> (Tensor, Tensor, Tensor, Tensor) {
-        let hidden = self.hidden(x);
+    /// one Categorical per component, masked when given masks; samples when given no action: (action, logprob, ...)
+    fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>, mask: Option<&Tensor>) -> [Tensor; 4] {
+        let hidden = self.network.forward(x);
         let logits = self.actor.forward(&hidden);
         // MultiDiscrete 1: one categorical per component; log-probs and entropies summed
         let split = |t: &Tensor| t.split_with_sizes(self.nvec.as_slice(), 1);
@@ -164,12 +148,11 @@ impl Agent {
             entropy.push(h);
         }
         let sum = |xs: Vec<Tensor>| Tensor::stack(&xs, 0).sum_dim_intlist(0, false, Kind::Float);
-        (Tensor::stack(&actions, 1), sum(log_prob), sum(entropy), self.critic.forward(&hidden))
+        [Tensor::stack(&actions, 1), sum(log_prob), sum(entropy), self.critic.forward(&hidden)]
     }
 }
 
-/// The blog's `CategoricalMasked` for one component: samples when no action is given; returns
-/// (action, log-prob, entropy).
+/// The blog's `CategoricalMasked` for one component; samples when given no action: (action, log-prob, entropy)
 fn categorical_masked(logits: &Tensor, mask: Option<&Tensor>, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor) {
     // Aux 4: invalid action masking, invalid logits replaced by -1e8 (probability 0, no gradient)
     let logits = match mask {
@@ -207,10 +190,8 @@ fn main() {
     // env setup. Core 1: vectorized architecture
     let mut envs = VecEnv::new(env_fns).with_threads(args.run.env_threads);
     let (grid, nvec) = match (envs.single_observation_space(), envs.single_action_space()) {
-        (Space::Box { shape, .. }, Space::MultiDiscrete(nvec))
-            if shape.len() == 3 && shape[0] >= 5 && shape[1] >= 5 =>
-        {
-            ([shape[0] as i64, shape[1] as i64, shape[2] as i64], nvec.iter().map(|&n| n as i64).collect::<Vec<_>>())
+        (Space::Box { shape, .. }, Space::MultiDiscrete(n)) if shape.len() == 3 && shape[0].min(shape[1]) >= 5 => {
+            ([shape[0], shape[1], shape[2]].map(|s| s as i64), n.iter().map(|&n| n as i64).collect::<Vec<_>>())
         }
         (o, a) => fail(2, format!("{}: {o} observations, {a} actions; needs a grid and MultiDiscrete", args.env_id)),
     };
@@ -248,14 +229,12 @@ fn main() {
             global_step += num_envs as u64;
             let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
             obs[step] = next_obs.shallow_clone();
-            // Aux 4: the masks go up to the policy's device only with masking on (off: unused, on the host)
-            let mask_device = if args.invalid_action_masking { device } else { Device::Cpu };
-            let next_mask = Tensor::from_slice(&envs.masks).view([-1, mask_dim]).to_device(mask_device);
+            let next_mask = Tensor::from_slice(&envs.masks).view([-1, mask_dim]).to_device(device); // Aux 4: the masks
             masks[step] = next_mask.shallow_clone();
             dones[step].copy_from_slice(&next_done);
 
             let mask = args.invalid_action_masking.then_some(&next_mask);
-            let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None, mask));
+            let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None, mask));
             values[step] = value;
             // the step's one copy down: the actions, for the envs
             action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * nvec.len());
@@ -316,7 +295,7 @@ fn main() {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
                 // Aux 4: the masks minibatched with the same indices
                 let mb_masks = args.invalid_action_masking.then(|| b_masks.i(&mb_inds));
-                let (_, newlogprob, entropy, newvalue) =
+                let [_, newlogprob, entropy, newvalue] =
                     agent.get_action_and_value(&b_obs.i(&mb_inds), Some(&b_actions.i(&mb_inds)), mb_masks.as_ref());
                 let logratio = &newlogprob - b_logprobs.i(&mb_inds);
                 let ratio = logratio.exp();
@@ -375,10 +354,9 @@ fn main() {
         // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
         // every ratio exactly 1: the tests check)
         let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
-        // the rollout's actions with a masked component (a component's entries start at its offset in a mask row):
-        // none while masking is on
+        // the rollout's actions with a masked component (none while masking is on); a component's offset in a mask row
         let offsets = Tensor::from_slice(&nvec).cumsum(0, Kind::Int64) - Tensor::from_slice(&nvec);
-        let chosen = b_masks.gather(1, &(&b_actions + offsets.to_device(device)).to_device(b_masks.device()), false);
+        let chosen = b_masks.gather(1, &(&b_actions + offsets.to_device(device)), false);
         let invalid_actions = chosen.logical_not().any_dim(1, false).sum(Kind::Float);
         // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
         let row = [
@@ -411,9 +389,9 @@ fn main() {
         let mut action = vec![0i64; nvec.len()];
         log.eval(&play(make_env(&args.env_id).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
             let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-            let mask = Tensor::from_slice(&env.masks).view([1, env.mask_dim as i64]).to_device(device);
-            let (a, _, _, _) =
-                tch::no_grad(|| agent.get_action_and_value(&obs, None, args.invalid_action_masking.then_some(&mask)));
+            let mask =
+                args.invalid_action_masking.then(|| Tensor::from_slice(&env.masks).view([1, -1]).to_device(device));
+            let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs, None, mask.as_ref()));
             a.to_device(Device::Cpu).copy_data(&mut action, nvec.len());
             env.step(Action::Discrete(&action));
         }));

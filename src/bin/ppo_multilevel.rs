@@ -269,7 +269,7 @@ impl Agent {
     }
 
     /// torch's Normal(mean, std) written out; samples an action when none is given: (action, logprob, entropy, value)
-    fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> (Tensor, Tensor, Tensor, Tensor) {
+    fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
         let h = self.trunk.forward(x);
         // Continuous 1: Normal action distribution
         let action_mean = self.actor_mean.forward(&h);
@@ -282,12 +282,12 @@ impl Agent {
             -(&action - &action_mean).square() / (2.0 * action_std.square()) - &action_logstd - half_log_2pi;
         let entropy = action_logstd + (0.5 + half_log_2pi);
         // Continuous 3: independent action components (log-probs and entropies summed)
-        (
+        [
             action,
             log_prob.sum_dim_intlist(1, false, Kind::Float),
             entropy.sum_dim_intlist(1, false, Kind::Float),
             self.critic.forward(&h),
-        )
+        ]
     }
 }
 
@@ -390,7 +390,7 @@ fn main() {
                 let cat = |part: fn(&Minibatches) -> &[Tensor]| {
                     Tensor::cat(&mbs.iter().map(|m| part(m)[start].shallow_clone()).collect::<Vec<_>>(), 0)
                 };
-                let (_, newlogprobs, entropies, newvalues) =
+                let [_, newlogprobs, entropies, newvalues] =
                     agent.get_action_and_value(&cat(|m| &m.obs), Some(&cat(|m| &m.actions)));
                 let sizes: Vec<i64> = batches.iter().map(|b| args.level_minibatch_size[b.level] as i64).collect();
                 let split = |t: &Tensor| t.split_with_sizes(sizes.as_slice(), 0);
@@ -544,7 +544,7 @@ fn main() {
         let mut action = vec![0f32; n_actions as usize];
         log.eval(&play(env, args.run.seed, |env| {
             let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-            let (a, _, _, _) = tch::no_grad(|| agent.get_action_and_value(&obs, None));
+            let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs, None));
             a.to_device(Device::Cpu).copy_data(&mut action, n_actions as usize);
             env.step(Action::Continuous(&action));
         }));
@@ -576,7 +576,7 @@ fn collect_level(
         *global_step += num_envs as u64;
         let next_obs = Tensor::from_slice(&envs.obs).view([num_envs as i64, obs_dim]).to_device(device);
         main.dones[step].copy_from_slice(next_done);
-        let (action, logprob, _, value) = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
+        let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
         action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * n_actions as usize);
         if let Some(coarse) = coarse_envs.as_deref_mut() {
             // Multilevel 3: level l−1 in this level's state, valued and stepped with the same
@@ -584,7 +584,7 @@ fn collect_level(
             // reference drew an extra action for V~)
             map_envs(coarse, envs, num_envs);
             let coarse_obs = Tensor::from_slice(&coarse.obs).view([num_envs as i64, obs_dim]).to_device(device);
-            let (_, sync_logprob, _, sync_value) =
+            let [_, sync_logprob, _, sync_value] =
                 tch::no_grad(|| agent.get_action_and_value(&coarse_obs, Some(&action)));
             coarse.step(Action::Continuous(&action_buf));
             sync.rewards[step].copy_from_slice(&coarse.rewards);
