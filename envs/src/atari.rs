@@ -383,7 +383,10 @@ impl<E: Env> Env for FireReset<E> {
     forward!(observation_space -> Space, action_space -> Space, lives -> u32);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         self.inner.reset(seed, obs);
-        for action in [1, 2].into_iter().filter(|_| self.has_fire) {
+        if !self.has_fire {
+            return;
+        }
+        for action in [1, 2] {
             let step = self.inner.step(Action::Discrete(&[action]), obs);
             if step.terminated || step.truncated {
                 self.inner.reset(seed, obs);
