@@ -54,9 +54,9 @@ pub struct RunLog {
     pub(crate) rows: usize,
     /// episodes.csv's rows so far (the checkpoint records both counts; a resume checks them)
     pub(crate) episode_rows: usize,
-    /// the number of processes whose episodes this log records (the ranks of a data-parallel run):
-    /// above one, episodes.csv gets a fourth column naming each episode's rank
-    pub(crate) ranks: usize,
+    /// the fourth column of episodes.csv, naming the process of each episode, where one process logs
+    /// the episodes of several (the ranks of a data-parallel run, the workers of one learner)
+    pub(crate) process_column: Option<&'static str>,
     pub(crate) episodes_header: bool,
     pub(crate) recent: std::collections::VecDeque<f64>,
     pub(crate) tb: tboard::EventWriter<std::fs::File>,
@@ -165,7 +165,7 @@ impl RunLog {
             updates,
             rows: updates_kept.1.len(),
             episode_rows: episodes_kept.1.len(),
-            ranks: 1,
+            process_column: None,
             episodes_header: !episodes_kept.0.is_empty(),
             recent,
             tb,
@@ -185,7 +185,14 @@ impl RunLog {
     /// A log of the episodes of `ranks` processes (a data-parallel run): episodes.csv gets a fourth
     /// column, each episode's rank.
     pub fn with_ranks(mut self, ranks: usize) -> RunLog {
-        self.ranks = ranks;
+        self.process_column = (ranks > 1).then_some("rank");
+        self
+    }
+
+    /// A learner's log of its rollout workers' episodes: episodes.csv gets a fourth column, `worker`,
+    /// each episode's worker (its rank, 1 to N; 0 where one process is learner and worker).
+    pub fn with_workers(mut self) -> RunLog {
+        self.process_column = Some("worker");
         self
     }
 
@@ -200,7 +207,7 @@ impl RunLog {
     pub fn episode_of_rank(&mut self, rank: usize, global_step: u64, r: f64, l: u64) {
         self.episodes_header();
         let mut record = vec![global_step.to_string(), r.to_string(), l.to_string()];
-        if self.ranks > 1 {
+        if self.process_column.is_some() {
             record.push(rank.to_string());
         }
         // a failed write surfaces at the next update's flush
@@ -276,8 +283,8 @@ impl RunLog {
     fn episodes_header(&mut self) {
         if !self.episodes_header {
             self.episodes_header = true;
-            let rank = (self.ranks > 1).then_some("rank");
-            let header = ["global_step", "charts/episodic_return", "charts/episodic_length"].into_iter().chain(rank);
+            let process = self.process_column;
+            let header = ["global_step", "charts/episodic_return", "charts/episodic_length"].into_iter().chain(process);
             let _ = self.episodes.write_record(header); // a failed write surfaces at the next flush
         }
     }

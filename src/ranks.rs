@@ -1,14 +1,28 @@
-//! The ranks of a data-parallel run over MPI, as torch.distributed's collectives serve CleanRL's
-//! `ppo_atari_multigpu.py`: a few numbers reduced over the ranks, rank 0's weights copied to all,
-//! every rank's episodes gathered on rank 0, and baselines' check that all ranks hold the same
-//! weights. (The gradient's all-reduce is [`crate::nccl::AllReduce::mean`].)
+//! The ranks of a run over MPI, as torch.distributed's collectives serve CleanRL's
+//! `ppo_atari_multigpu.py` and torch.multiprocessing's queues miniDRL: a few numbers reduced over
+//! the ranks, rank 0's weights copied to all, every rank's episodes or tensors gathered on rank 0,
+//! libtorch's CPU random stream handed from one rank to another, and baselines' check that all
+//! ranks hold the same weights. (The gradient's all-reduce is [`crate::nccl::AllReduce::mean`].)
 
-use crate::to_host;
+use crate::{fail, to_host};
 use mpi::collective::SystemOperation;
 use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use tch::Tensor;
+
+/// MPI started for this process (one rank without mpirun). A panic then aborts the process, so that
+/// mpirun ends the job, instead of unwinding into MPI's finalize, which would wait for the other ranks
+/// forever while they wait for this one.
+pub fn initialize() -> mpi::environment::Universe {
+    let universe = mpi::initialize().unwrap_or_else(|| fail(1, "MPI was initialized twice"));
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
+    universe
+}
 
 /// A few numbers reduced over the ranks by `op` (sum, max), the result on every rank.
 pub fn all_reduce(world: &SimpleCommunicator, values: &[f64], op: SystemOperation) -> Vec<f64> {
@@ -22,8 +36,11 @@ pub fn mean_of_ranks(world: &SimpleCommunicator, value: f64) -> f64 {
     all_reduce(world, &[value], SystemOperation::sum())[0] / world.size() as f64
 }
 
-/// Rank 0's `t` (the flat weights) copied to every rank.
+/// Rank 0's `t` (the flat weights) copied to every rank (alone, a rank has nothing to do).
 pub fn broadcast_from_rank_0(world: &SimpleCommunicator, t: &Tensor) {
+    if world.size() == 1 {
+        return;
+    }
     let mut host = to_host(t);
     world.process_at_rank(0).broadcast_into(&mut host[..]);
     tch::no_grad(|| {
@@ -60,4 +77,66 @@ pub fn weights_in_sync(world: &SimpleCommunicator, flat: &Tensor) -> bool {
     world.all_reduce_into(&hash, &mut min, SystemOperation::min());
     world.all_reduce_into(&hash, &mut max, SystemOperation::max());
     min == max
+}
+
+/// Every rank's `parts` on rank 0, in rank order, each rank's list as it sent it (kinds and shapes
+/// travel with the values, in libtorch's own serialization), but for the ranks that sent none; the
+/// other ranks get none. One gather of the bytes, after one of their lengths; alone, a rank keeps its own.
+pub fn gather_tensors(world: &SimpleCommunicator, parts: &[Tensor]) -> Vec<Vec<Tensor>> {
+    if world.size() == 1 {
+        return vec![parts.iter().map(Tensor::shallow_clone).collect()];
+    }
+    let mut bytes = Vec::new();
+    let named: Vec<(String, &Tensor)> = parts.iter().enumerate().map(|(i, t)| (format!("{i:04}"), t)).collect();
+    if !named.is_empty() {
+        let saved = Tensor::save_multi_to_stream(&named, &mut bytes);
+        saved.unwrap_or_else(|e| fail(1, format!("cannot serialize this rank's tensors: {e}")));
+    }
+    let mut counts = vec![0i32; world.size() as usize];
+    let count = i32::try_from(bytes.len()).unwrap_or_else(|_| fail(1, "a rank's tensors exceed 2 GiB: fewer steps"));
+    world.all_gather_into(&count, &mut counts[..]);
+    let root = world.process_at_rank(0);
+    if world.rank() != 0 {
+        root.gather_varcount_into(&bytes[..]);
+        return Vec::new();
+    }
+    let displs: Vec<i32> = counts.iter().scan(0, |next, &c| Some(std::mem::replace(next, *next + c))).collect();
+    let mut all = vec![0u8; counts.iter().map(|&c| c as usize).sum()];
+    root.gather_varcount_into_root(&bytes[..], &mut PartitionMut::new(&mut all[..], &counts[..], &displs[..]));
+    let load = |(d, c): (&i32, &i32)| -> Vec<Tensor> {
+        if *c == 0 {
+            return Vec::new();
+        }
+        let stream = std::io::Cursor::new(&all[*d as usize..(*d + *c) as usize]);
+        let mut loaded =
+            Tensor::load_multi_from_stream(stream).unwrap_or_else(|e| fail(1, format!("a rank's tensors: {e}")));
+        loaded.sort_by(|a, b| a.0.cmp(&b.0));
+        loaded.into_iter().map(|(_, t)| t).collect()
+    };
+    displs.iter().zip(&counts).map(load).filter(|parts| !parts.is_empty()).collect()
+}
+
+extern "C" {
+    fn ppo_cpu_rng_state(out: *mut u8, cap: usize) -> usize;
+    fn ppo_set_cpu_rng_state(state: *const u8, n: usize);
+}
+
+/// libtorch's CPU random stream (its default generator's state, torch.get_rng_state) handed from
+/// rank `from` to rank `to`, which then draws what `from` would have drawn next; alone, or from a
+/// rank to itself, nothing.
+pub fn hand_cpu_rng(world: &SimpleCommunicator, from: usize, to: usize) {
+    if from == to || world.size() == 1 {
+        return;
+    }
+    let rank = world.rank() as usize;
+    if rank == from {
+        // SAFETY: a null buffer of capacity 0 is only sized; then the state is copied into `state`
+        let mut state = vec![0u8; unsafe { ppo_cpu_rng_state(std::ptr::null_mut(), 0) }];
+        unsafe { ppo_cpu_rng_state(state.as_mut_ptr(), state.len()) };
+        world.process_at_rank(to as i32).send(&state[..]);
+    } else if rank == to {
+        let (state, _) = world.process_at_rank(from as i32).receive_vec::<u8>();
+        // SAFETY: `state` holds the bytes another rank's ppo_cpu_rng_state wrote
+        unsafe { ppo_set_cpu_rng_state(state.as_ptr(), state.len()) };
+    }
 }

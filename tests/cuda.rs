@@ -17,6 +17,7 @@ const BINARIES: &[(&str, &[&str])] = &[
     (env!("CARGO_BIN_EXE_ppo_atari_multigpu"), &["--total-timesteps", "1024", "--torch-threads", "2"]),
     (env!("CARGO_BIN_EXE_ppo_continuous"), &["--env-id", "Pendulum-v1", "--total-timesteps", "2048"]),
     (env!("CARGO_BIN_EXE_ppo_lstm"), &["--env-id", "CartPoleNoVel-v1", "--total-timesteps", "1024"]),
+    (env!("CARGO_BIN_EXE_ppo_lstm_workers"), &["--env-id", "CartPoleNoVel-v1", "--total-timesteps", "1024"]),
     (env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"), &["--env-id", "GridHarvest-v0", "--total-timesteps", "1024"]),
     (
         env!("CARGO_BIN_EXE_ppo_multilevel"),
@@ -293,4 +294,30 @@ fn multigpu_sums_gradients_with_nccl() {
     let stdout = String::from_utf8_lossy(&output.stdout).to_string();
     assert!(output.status.success(), "{}\n{stdout}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(stdout.matches("gradients all-reduced by NCCL").count(), 2, "{stdout}");
+}
+
+/// `ppo_lstm_workers` with its learner on the GPU and two workers on the CPU: the rollout's log-probs
+/// come from the workers' CPU copies, the update's from the learner's GPU weights (the same values),
+/// so the first minibatch's ratio is 1 within the CPU/GPU rounding of the MLP and LSTM. The tolerance
+/// is the linear layers' (1e-4); no GPU was lent to measure it when it was written (docs/gpu.md).
+#[test]
+fn workers_on_the_cpu_feed_a_learner_on_the_gpu() {
+    if gpus_or_skip("workers_on_the_cpu_feed_a_learner_on_the_gpu").is_none() {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_ppo_lstm_workers");
+    let args = ["--env-id", "CartPoleNoVel-v1", "--num-envs", "4", "--total-timesteps", "4096", "--cuda", "true"];
+    let work = tempfile::tempdir().expect("temp dir");
+    let output = common::mpirun_np(work.path(), 3, bin, &["--quiet"], &args).output().expect("mpirun starts");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "{}\n{stdout}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("rank 0 (learner): device: cuda:"), "{stdout}");
+    assert_eq!(stdout.matches("(worker): device: cpu, one libtorch thread").count(), 2, "{stdout}");
+    let runs: Vec<_> = std::fs::read_dir(work.path().join("runs")).expect("runs/").collect();
+    let dir = runs.into_iter().next().expect("a run directory").expect("entry").path();
+    let updates = Table::read(&dir.join("updates.csv"));
+    let columns = ["debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl"];
+    let max_dev = updates.col(columns[0]).into_iter().fold(0.0, f64::max);
+    eprintln!("workers_on_the_cpu_feed_a_learner_on_the_gpu: first-minibatch |ratio - 1| at most {max_dev:e}");
+    assert_ratio_within(&updates, columns, updates.rows.len(), 1e-4);
 }

@@ -90,9 +90,24 @@ const ARTICLE: &[(&str, &[&str])] = &[
 /// Details beyond the article, numbered here.
 const EXTRA: &[&str] = &["KL-adaptive learning rate (TUM end-to-end RL report 3.6, rsl_rl's rule)"];
 
+/// miniDRL's design (its document's "Distributed Architecture" and "Implementation details"), numbered here.
+const WORKERS: &[&str] = &[
+    "one learner and N rollout workers, synchronous: the learner waits for every worker's batch, each worker for \
+        the new weights (no stale data, no off-policy correction)",
+    "the learner's weights to every worker, one broadcast per update, equal bit for bit",
+    "workers on the CPU, one libtorch thread each; the learner on the device",
+    "the learner alone logs: every worker's episodes, each with its worker",
+    "each worker's envs (seeded as ppo_lstm's env of the same global index) and LSTM state carried across updates",
+    "rollouts through shared memory (MPI's; TCP between machines): one gather per update, each worker's rollout \
+        with its LSTM state before it and what the bootstrap needs, in the learner's buffer",
+    "worker 1 continues the learner's random stream, the others their own: one worker draws what ppo_lstm draws",
+    "miniDRL's metrics: experience SPS, learning SPS, the learner's and the workers' waits",
+];
+
 const MULTILEVEL: &str = "Multilevel";
 const MULTILEVEL_FILE: &str = "src/bin/ppo_multilevel.rs";
-const CATEGORIES: [&str; 8] = ["Core", "Atari", "Continuous", "LSTM", "MultiDiscrete", "Aux", "Extra", MULTILEVEL];
+const CATEGORIES: [&str; 9] =
+    ["Core", "Atari", "Continuous", "LSTM", "MultiDiscrete", "Aux", "Extra", "Workers", MULTILEVEL];
 
 /// Ranges of details: (category, first, last).
 type Ranges = &'static [(&'static str, u32, u32)];
@@ -106,6 +121,7 @@ const OWN: &[(&str, Ranges)] = &[
     ("ppo_lstm", &[("LSTM", 1, 5)]),
     ("ppo_multidiscrete_mask", &[("MultiDiscrete", 1, 1), ("Aux", 4, 4)]),
     ("ppo_atari_multigpu", &[("Aux", 2, 2)]),
+    ("ppo_lstm_workers", &[("Workers", 1, 8)]),
 ];
 
 /// Categories a variant does not inherit from its ancestors, and why.
@@ -131,7 +147,7 @@ fn family_order() -> Vec<String> {
 /// (`//!   N. name`, continuation lines indented) in the header of `src/bin/ppo_multilevel.rs`.
 fn catalogue() -> BTreeMap<Detail, String> {
     let mut all = BTreeMap::new();
-    for (cat, names) in ARTICLE.iter().chain([&("Extra", EXTRA)]) {
+    for (cat, names) in ARTICLE.iter().chain([&("Extra", EXTRA), &("Workers", WORKERS)]) {
         for (i, name) in names.iter().enumerate() {
             all.insert((*cat, i as u32 + 1), name.to_string());
         }

@@ -23,6 +23,7 @@ fn family_tree_is_the_documented_one() {
         ("ppo_atari", "ppo_lstm"),
         ("ppo_atari", "ppo_multidiscrete_mask"),
         ("ppo_atari", "ppo_atari_multigpu"),
+        ("ppo_lstm", "ppo_lstm_workers"),
         ("ppo", "ppo_continuous"),
         ("ppo_continuous", "ppo_multilevel"),
     ];

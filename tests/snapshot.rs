@@ -29,7 +29,19 @@ const PINNED: &[(&str, &str)] = &[
 /// updates.csv (timing aside) and episodes.csv with `tests/snapshots/<case>/`.
 fn check(case: &str, bin: &str, args: &[&str]) {
     let args = [args, &["--torch-threads", "1", "--seed", "7"]].concat();
-    let r = run_with_env(bin, &args, PINNED);
+    compare(case, run_with_env(bin, &args, PINNED));
+}
+
+/// [`check`] for `np` processes under mpirun (`--quiet`).
+fn check_mpi(case: &str, bin: &str, np: usize, args: &[&str]) {
+    let args = [args, &["--torch-threads", "1", "--seed", "7"]].concat();
+    let workdir = tempfile::tempdir().expect("temp dir");
+    let output = common::mpirun_np(workdir.path(), np, bin, &["--quiet"], &args).envs(PINNED.iter().copied()).output();
+    compare(case, common::Run { output: output.expect("mpirun starts"), workdir });
+}
+
+/// A finished run's updates.csv (timing aside) and episodes.csv against `tests/snapshots/<case>/`.
+fn compare(case: &str, r: common::Run) {
     r.assert_ok();
     let dir = Path::new("tests/snapshots").join(case);
     let updates = r.csv("updates.csv");
@@ -102,6 +114,13 @@ fn ppo_lstm_cartpole_novel() {
 fn ppo_lstm_breakout() {
     let args = ["--num-envs", "4", "--num-steps", "32", "--total-timesteps", "256", "--env-threads", "1"];
     check("ppo_lstm_breakout", env!("CARGO_BIN_EXE_ppo_lstm"), &args);
+}
+
+/// Two workers and a learner: the job's trajectory, every worker's episodes.
+#[test]
+fn ppo_lstm_workers_two_workers() {
+    let args = ["--env-id", "CartPoleNoVel-v1", "--num-envs", "4", "--num-steps", "32", "--total-timesteps", "1024"];
+    check_mpi("ppo_lstm_workers", env!("CARGO_BIN_EXE_ppo_lstm_workers"), 3, &args);
 }
 
 #[test]

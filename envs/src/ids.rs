@@ -42,6 +42,7 @@ const BINARIES: &[(&str, &[Family])] = &[
     ("ppo_continuous", &[CLASSIC_CONTINUOUS, MUJOCO, RESSIM]),
     ("ppo_multilevel", &[RESSIM]),
     ("ppo_lstm", &[ATARI, CLASSIC_DISCRETE]),
+    ("ppo_lstm_workers", &[ATARI, CLASSIC_DISCRETE]),
     ("ppo_multidiscrete_mask", &[MICRORTS, MASKED]),
 ];
 
@@ -160,14 +161,15 @@ mod tests {
         assert_eq!(
             message("ppo", "BreakoutNoFrameskip-v4"),
             "ppo cannot run BreakoutNoFrameskip-v4 (an Atari game): run it with ppo_atari or ppo_atari_multigpu or \
-                ppo_lstm; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0, CartPoleNoVel-v1, MountainCarNoVel-v0"
+                ppo_lstm or ppo_lstm_workers; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0, CartPoleNoVel-v1, \
+                MountainCarNoVel-v0"
         );
         assert!(message("ppo_atari", "CartPole-v1").starts_with(
             "ppo_atari cannot run CartPole-v1 (a classic-control env with discrete actions): run it with ppo or \
-                ppo_lstm; ppo_atari runs <Game>"
+                ppo_lstm or ppo_lstm_workers; ppo_atari runs <Game>"
         ));
         assert!(message("ppo_continuous", "Acrobot-v1")
-            .contains("run it with ppo or ppo_lstm; ppo_continuous runs Pendulum-v1,"));
+            .contains("run it with ppo or ppo_lstm or ppo_lstm_workers; ppo_continuous runs Pendulum-v1,"));
         // both binaries that run the ressim ids are named
         assert!(message("ppo", "ResSim-v1").starts_with(
             "ppo cannot run ResSim-v1 (a reservoir simulation): run it with ppo_continuous or ppo_multilevel;"

@@ -9,6 +9,11 @@
 //! column of `updates.csv` instead (e.g. `charts/learning_rate`), one point per update averaged over
 //! `--window` updates.
 //!
+//! With `--workers-table TABLE.csv` (what `scripts/bench_workers` writes) it draws miniDRL's three
+//! scaling figures instead: SPS, experience SPS and learning SPS against the workers at a fixed batch,
+//! against the workers at fixed envs per worker, and against one worker's envs, each beside ppo_lstm's
+//! SPS with the same envs in one process.
+//!
 //! Run: `cargo run --release --bin plot -- runs/* --out curves.png`
 
 use clap::Parser;
@@ -20,8 +25,11 @@ use std::path::{Path, PathBuf};
 #[command(about = "Draw PNG learning curves (episodic return vs global step) from run directories")]
 struct Args {
     /// run directories (each with args.json and episodes.csv)
-    #[arg(required = true)]
+    #[arg(required_unless_present = "workers_table")]
     runs: Vec<PathBuf>,
+    /// draw scripts/bench_workers' table (miniDRL's three scaling figures) instead of runs
+    #[arg(long, conflicts_with = "runs")]
+    workers_table: Option<PathBuf>,
     /// the PNG file to write
     #[arg(long, default_value = "curves.png")]
     out: PathBuf,
@@ -160,6 +168,11 @@ fn main() {
     if plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(font.into_boxed_slice())).is_err() {
         fail(format!("{} is not a usable TrueType font", args.font.display()));
     }
+    if let Some(table) = &args.workers_table {
+        draw_workers_table(table, &args.out).unwrap_or_else(|e| fail(e));
+        println!("wrote {}", args.out.display());
+        return;
+    }
     // env id -> experiment name -> curves (one per seed)
     let mut groups: BTreeMap<String, BTreeMap<String, Vec<Curve>>> = BTreeMap::new();
     for dir in &args.runs {
@@ -257,4 +270,87 @@ fn main() {
     };
     draw().unwrap_or_else(|e| fail(format!("cannot draw {}: {e}", args.out.display())));
     println!("wrote {}", args.out.display());
+}
+
+/// miniDRL's three scaling figures from scripts/bench_workers' table: per series (fixed batch, fixed
+/// envs per worker, one worker) a panel of SPS, experience SPS and learning SPS against its x (the
+/// workers, or one worker's envs), and ppo_lstm's SPS with the same envs (series `ppo_lstm_<series>`).
+fn draw_workers_table(table: &Path, out: &Path) -> Result<(), String> {
+    let mut reader = csv::Reader::from_path(table).map_err(|e| format!("{}: {e}", table.display()))?;
+    let header = reader.headers().map_err(|e| format!("{}: {e}", table.display()))?.clone();
+    let col = |name: &str| {
+        header.iter().position(|h| h == name).ok_or_else(|| format!("{}: no column {name}", table.display()))
+    };
+    let (series, workers, envs) = (col("series")?, col("workers")?, col("envs_per_worker")?);
+    let metrics = [("sps", "SPS"), ("experience_sps", "experience SPS"), ("learning_sps", "learning SPS")];
+    let metric_cols = metrics.map(|(c, _)| col(c));
+    // series -> (x, [sps, experience sps, learning sps])
+    let mut points: BTreeMap<String, Vec<(f64, [f64; 3])>> = BTreeMap::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| format!("{}: {e}", table.display()))?;
+        let num = |i: usize| record.get(i).and_then(|s| s.parse::<f64>().ok());
+        let name = record.get(series).unwrap_or_default().to_string();
+        let x = if name.ends_with("one_worker") { num(envs) } else { num(workers) };
+        let mut ys = [0.0; 3];
+        for (y, c) in ys.iter_mut().zip(&metric_cols) {
+            *y = num(*c.as_ref().map_err(Clone::clone)?).ok_or_else(|| format!("{}: bad row", table.display()))?;
+        }
+        points.entry(name).or_default().push((x.ok_or_else(|| format!("{}: bad row", table.display()))?, ys));
+    }
+    let panels = [
+        ("fixed_batch", "fixed batch: SPS against workers", "workers"),
+        ("fixed_envs", "fixed envs per worker: SPS against workers", "workers"),
+        ("one_worker", "one worker: SPS against its envs", "envs per worker"),
+    ];
+    let panels: Vec<_> = panels.into_iter().filter(|(s, _, _)| points.contains_key(*s)).collect();
+    if panels.is_empty() {
+        return Err(format!("{}: no series fixed_batch, fixed_envs or one_worker", table.display()));
+    }
+    let root = BitMapBackend::new(out, (900, 420 * panels.len() as u32)).into_drawing_area();
+    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+        root.fill(&WHITE)?;
+        for (area, (name, caption, x_desc)) in root.split_evenly((panels.len(), 1)).iter().zip(&panels) {
+            let ours = &points[*name];
+            let theirs = points.get(&format!("ppo_lstm_{name}")).cloned().unwrap_or_default();
+            let all = ours.iter().chain(&theirs);
+            let x_max = all.clone().map(|p| p.0).fold(1.0, f64::max);
+            let y_max = all.flat_map(|p| p.1).fold(1.0, f64::max) * 1.1;
+            let mut chart = ChartBuilder::on(area)
+                .caption(*caption, ("sans-serif", 22))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.0..x_max * 1.05, 0.0..y_max)?;
+            chart
+                .configure_mesh()
+                .x_desc(*x_desc)
+                .y_desc("steps per second")
+                .x_label_formatter(&|x| format!("{x:.0}"))
+                .y_label_formatter(&|y| format!("{y:.0}"))
+                .label_style(("sans-serif", 14))
+                .draw()?;
+            let lines =
+                metrics.iter().enumerate().map(|(k, (_, label))| (ours, k, format!("ppo_lstm_workers {label}")));
+            let lines = lines.chain([(&theirs, 0, "ppo_lstm SPS, same envs in one process".to_string())]);
+            for (i, (series, k, label)) in lines.enumerate() {
+                let color = Palette99::pick(i).to_rgba();
+                let xy: Vec<(f64, f64)> = series.iter().map(|p| (p.0, p.1[k])).collect();
+                chart
+                    .draw_series(LineSeries::new(xy.clone(), color.stroke_width(2)))?
+                    .label(label)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+                chart.draw_series(xy.into_iter().map(|p| Circle::new(p, 4, color.filled())))?;
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 14))
+                .draw()?;
+        }
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| format!("cannot draw {}: {e}", out.display()))
 }

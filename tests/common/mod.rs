@@ -28,6 +28,9 @@ pub const TIMING_COLUMNS: &[&str] = &[
     "timing/env_seconds",
     "timing/learning_seconds",
     "timing/checkpoint_seconds",
+    // ppo_lstm_workers' (miniDRL's) throughputs
+    "charts/experience_sps",
+    "charts/learning_sps",
 ];
 
 /// A finished run of a binary in a fresh working directory.
@@ -86,8 +89,17 @@ pub fn run_with_env(bin: &str, args: &[&str], vars: &[(&str, &str)]) -> Run {
 /// `mpirun -np 2 MPIRUN_ARGS BIN --cuda false ARGS` in `dir`: Open MPI as root, two ranks on two
 /// cores or fewer (`--oversubscribe`).
 pub fn mpirun(dir: &Path, bin: &str, mpirun_args: &[&str], args: &[&str]) -> Command {
+    mpirun_np(dir, 2, bin, mpirun_args, args)
+}
+
+/// [`mpirun`] with `np` processes.
+pub fn mpirun_np(dir: &Path, np: usize, bin: &str, mpirun_args: &[&str], args: &[&str]) -> Command {
     let mut cmd = Command::new("mpirun");
-    cmd.args(["-np", "2", "--oversubscribe"]).args(mpirun_args).arg(bin).args(["--cuda", "false"]).args(args);
+    cmd.args(["-np", &np.to_string(), "--oversubscribe"])
+        .args(mpirun_args)
+        .arg(bin)
+        .args(["--cuda", "false"])
+        .args(args);
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1").current_dir(dir);
     cmd
 }

@@ -1,0 +1,539 @@
+//! # ppo_lstm_workers: recurrent PPO with rollout workers feeding one learner (miniDRL), a diff of `ppo_lstm.rs`
+//!
+//! miniDRL's design over MPI: rank 0 the learner, ranks 1..N workers on the CPU, each with its envs and a copy of
+//! the policy; per update one broadcast of the weights and one gather of the rollouts (`// Workers N`).
+//! Run: `mpirun -np 3 target/release/ppo_lstm_workers --env-id BreakoutNoFrameskip-v4` (without mpirun: ppo_lstm).
+//! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
+
+use clap::Parser;
+use envs::atari::*; // the Atari env and its wrappers
+use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
+use mpi::traits::*;
+use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
+use ppo_details::{flags::*, ranks::*, Logged::*}; // value parsers; MPI's collectives; a logged value
+use tch::nn::{LSTMState, RNN};
+use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
+
+#[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
+#[command(about = "PPO with an LSTM, one learner and rollout workers (mpirun -np 1+N), after miniDRL's design")]
+struct Args {
+    // the experiment's flags (seed, cuda, threads, checkpoints), the same in every binary: RunArgs
+    #[command(flatten)]
+    #[serde(flatten)]
+    run: RunArgs,
+    /// record env 0's games, every frame, on CleanRL's schedule, as GIFs in videos/<run-name>/
+    #[arg(long, default_value_t = false)]
+    capture_video: bool,
+    /// the id of the environment (<Game>NoFrameskip-v4: BreakoutNoFrameskip-v4, ...; or a 1-D one: CartPoleNoVel-v1)
+    #[arg(long, default_value = "BreakoutNoFrameskip-v4")]
+    env_id: String,
+    /// total timesteps of the experiment
+    #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    total_timesteps: u64,
+    /// the learning rate of the optimizer
+    #[arg(long, default_value_t = 2.5e-4, value_parser = positive)]
+    learning_rate: f64,
+    /// the number of parallel game environments of each worker (in all: num-envs x workers)
+    #[arg(long, default_value_t = 8, value_parser = at_least_one)]
+    num_envs: usize,
+    /// the number of steps to run in each environment per policy rollout
+    #[arg(long, default_value_t = 128, value_parser = at_least_one)]
+    num_steps: usize,
+    /// anneal the learning rate linearly to 0 over the run
+    #[arg(long, default_value_t = true)]
+    anneal_lr: bool,
+    /// the discount factor gamma
+    #[arg(long, default_value_t = 0.99, value_parser = unit_interval)]
+    gamma: f64,
+    /// the lambda for the general advantage estimation
+    #[arg(long, default_value_t = 0.95, value_parser = unit_interval)]
+    gae_lambda: f64,
+    /// the number of mini-batches
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
+    num_minibatches: usize,
+    /// the K epochs to update the policy
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
+    update_epochs: usize,
+    /// normalize the advantages per minibatch
+    #[arg(long, default_value_t = true)]
+    norm_adv: bool,
+    /// the surrogate clipping coefficient
+    #[arg(long, default_value_t = 0.1, value_parser = positive)]
+    clip_coef: f64,
+    /// anneal the clip coefficient (policy and value clipping) linearly to 0 over the run
+    #[arg(long, default_value_t = false)]
+    anneal_clip: bool,
+    /// use a clipped loss for the value function, as in the paper
+    #[arg(long, default_value_t = true)]
+    clip_vloss: bool,
+    /// coefficient of the entropy bonus
+    #[arg(long, default_value_t = 0.01, value_parser = finite)]
+    ent_coef: f64,
+    /// coefficient of the value function loss
+    #[arg(long, default_value_t = 0.5, value_parser = finite)]
+    vf_coef: f64,
+    /// the maximum norm for the gradient clipping
+    #[arg(long, default_value_t = 0.5, value_parser = positive)]
+    max_grad_norm: f64,
+    /// the target KL divergence threshold (off when not given)
+    #[arg(long, value_parser = kl_target)]
+    target_kl: Option<f64>,
+}
+
+// what the library needs of Args (its parse_args also checks the batch's flags), and the default threads
+ppo_details::experiment!(Args, all_cores);
+
+/// LSTM's flag combination, beside the batch's that the library checks: minibatches of whole envs, of all workers.
+fn check_args(a: &Args, workers: usize) -> Result<(), String> {
+    let (envs, n) = (a.num_envs * workers, a.num_minibatches);
+    let err =
+        format!("--num-envs x workers ({envs}) not divisible by --num-minibatches ({n}): minibatches are whole envs");
+    envs.is_multiple_of(n).then_some(()).ok_or(err)
+}
+
+/// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
+/// Its pixels as f32; a 1-D env (not in CleanRL) as `ppo.rs` makes it.
+fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
+    let Some(_) = rom_name(env_id) else { return Ok(Box::new(RecordEpisodeStatistics::new(envs::make(env_id)?))) };
+    let env = AtariEnv::new(env_id)?;
+    let has_fire = env.has_fire();
+    let env = RecordEpisodeStatistics::new(RecordVideo::new(env, video_dir)?); // innermost: raw game scores
+    let env = NoopReset::new(env, 30); // Atari 1: NoopResetEnv
+    let env = MaxAndSkip::new(env, 4); // Atari 2: MaxAndSkipEnv
+    let env = EpisodicLife::new(env); // Atari 3: EpisodicLifeEnv
+    let env = FireReset::new(env, has_fire); // Atari 4: FireResetEnv (in games with a FIRE action)
+    let env = ClipReward::new(env); // Atari 6: ClipRewardEnv
+    let env = GrayScale::new(ResizeObservation::new(env, 84, 84)); // Atari 5: WarpFrame (84x84 gray)
+    Ok(Box::new(envs::ObsAsF32::new(FrameStack::new(env, 1)))) // Atari 7: FrameStack (one frame: the LSTM remembers)
+}
+
+/// Core 2: orthogonal weight init with the given gain, zero biases.
+fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
+    let init = nn::Init::Orthogonal { gain: std };
+    nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
+}
+
+/// Core 2 for convolutions: orthogonal (out, in*k*k) kernels as torch makes them, zero biases.
+fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Conv2D {
+    let config = nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() };
+    let mut conv = nn::conv2d(p, c_in, c_out, k, config);
+    conv.ws.init(nn::Init::Orthogonal { gain: 2f64.sqrt() });
+    conv
+}
+
+/// Atari 8's Nature CNN on c_in frames; layers 0, 2, 4, 7 (ReLU, Flatten between): CleanRL's names (network.0.weight)
+fn nature_cnn(net: &nn::Path, c_in: i64) -> nn::Sequential {
+    nn::seq()
+        .add(conv_init(net / 0, c_in, 32, 8, 4))
+        .add_fn(|x| x.relu())
+        .add(conv_init(net / 2, 32, 64, 4, 2))
+        .add_fn(|x| x.relu())
+        .add(conv_init(net / 4, 64, 64, 3, 1))
+        .add_fn(|x| x.relu().flatten(1, -1))
+        .add(layer_init(net / 7, 64 * 7 * 7, 512, 2f64.sqrt()))
+        .add_fn(|x| x.relu())
+}
+
+// Atari 8: one trunk shared by the policy and value heads (Core 13's other choice), then the LSTM
+struct Agent {
+    network: nn::Sequential,
+    lstm: nn::LSTM,
+    critic: nn::Linear,
+    actor: nn::Linear,
+    pixels: bool,
+}
+
+impl Agent {
+    fn new(p: &nn::Path, obs_dim: i64, n_actions: i64) -> Agent {
+        let pixels = obs_dim == 84 * 84;
+        // a vector observation gets a small tanh MLP instead of the CNN (not in CleanRL)
+        let mlp = |net: nn::Path| nn::seq().add(layer_init(&net / 0, obs_dim, 64, 2f64.sqrt())).add_fn(|x| x.tanh());
+        let network = if pixels { nature_cnn(&(p / "network"), 1) } else { mlp(p / "network") };
+        // LSTM 1: orthogonal weights with gain 1, zero biases
+        let (init, input_size) = (nn::Init::Orthogonal { gain: 1.0 }, if pixels { 512 } else { 64 });
+        let config = nn::RNNConfig { w_ih_init: init, w_hh_init: init, batch_first: false, ..Default::default() };
+        let lstm = nn::lstm(p / "lstm", input_size, 128, config); // tch makes the biases zero
+        let (critic, actor) = (layer_init(p / "critic", 128, 1, 1.0), layer_init(p / "actor", 128, n_actions, 0.01));
+        Agent { network, lstm, critic, actor, pixels }
+    }
+
+    /// The LSTM's outputs for T steps of B envs (row t * B + b of `x` and `done`) from `lstm_state`, and the state
+    /// after the last; `ended[t]`, on the host (finding the cuts costs no device sync): an episode ended before step t.
+    fn get_states(&self, x: &Tensor, lstm_state: &LSTMState, done: &Tensor, ended: &[bool]) -> (Tensor, LSTMState) {
+        // Atari 9: scale pixels to [0, 1]
+        let x = if self.pixels { x.view([-1, 1, 84, 84]) / 255.0 } else { x.shallow_clone() };
+        let hidden = self.network.forward(&x);
+        let batch = lstm_state.h().size()[1];
+        let (hidden, done) = (hidden.view([-1, batch, hidden.size()[1]]), done.view([-1, batch, 1]));
+        let (mut h, mut c) = (lstm_state.h(), lstm_state.c());
+        let (mut new_hidden, mut t, steps) = (Vec::new(), 0, hidden.size()[0]);
+        while t < steps {
+            // one libtorch call for each run of steps in which no episode ends (CleanRL calls the LSTM
+            // once per step; the result is the same)
+            let run = (t + 1..steps).find(|&u| ended[u as usize]).unwrap_or(steps) - t;
+            // LSTM 3: the state is reset where an episode ended, before the step that begins the next
+            let keep = (1f64 - done.get(t)).view([1, batch, 1]);
+            let (out, state) = self.lstm.seq_init(&hidden.narrow(0, t, run), &LSTMState((&h * &keep, &c * &keep)));
+            (h, c) = (state.h(), state.c());
+            new_hidden.push(out.flatten(0, 1));
+            t += run;
+        }
+        (Tensor::cat(&new_hidden, 0), LSTMState((h, c)))
+    }
+
+    fn get_value(&self, x: &Tensor, lstm_state: &LSTMState, done: &Tensor) -> Tensor {
+        self.critic.forward(&self.get_states(x, lstm_state, done, &[false]).0)
+    }
+
+    /// torch's Categorical(logits) written out; samples when given no action: (action, logprob, entropy, value, state)
+    fn get_action_and_value(
+        &self,
+        x: &Tensor,
+        lstm_state: &LSTMState,
+        done: &Tensor,
+        ended: &[bool],
+        action: Option<&Tensor>,
+    ) -> (Tensor, Tensor, Tensor, Tensor, LSTMState) {
+        let (hidden, lstm_state) = self.get_states(x, lstm_state, done, ended);
+        let logits = self.actor.forward(&hidden);
+        let log_probs = logits.log_softmax(-1, Kind::Float);
+        let probs = log_probs.exp();
+        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
+        let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
+        let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
+        (action, log_prob, entropy, self.critic.forward(&hidden), lstm_state)
+    }
+}
+
+fn main() {
+    // Workers 1: one learner (rank 0), N rollout workers (ranks 1..N), started by mpirun; alone, a process is both
+    let universe = ppo_details::ranks::initialize(); // MPI (a panic ends the job: no rank waits forever)
+    let world = universe.world();
+    let (rank, ranks) = (world.rank() as usize, world.size() as usize);
+    let (workers, worker) = ((ranks - 1).max(1), ranks == 1 || rank > 0);
+    ppo_details::says_bad_input(rank == 0); // every rank finds the same bad input: the learner alone says so
+
+    // bad input (a flag out of range, flags that cannot work together): one line, exit code 2, nothing written
+    let args: Args = parse_args();
+    let (num_envs, num_steps) = (args.num_envs, args.num_steps);
+    let batch_size = num_envs * num_steps; // a worker's; the learner's is workers times as large
+    check_args(&args, workers).unwrap_or_else(|e| fail(2, e));
+    let num_iterations = args.total_timesteps as usize / (batch_size * workers);
+    if num_iterations == 0 {
+        let (total, all) = (args.total_timesteps, batch_size * workers);
+        fail(2, format!("--total-timesteps ({total}) is below one batch (--num-envs x --num-steps x workers = {all})"));
+    }
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, ppo_details::unix_time());
+    let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
+    let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| i == 0 && worker && rank <= 1));
+    let env_fns: Vec<_> = (0..args.num_envs).map(|i| make(i).unwrap_or_else(|e| fail(2, e))).collect();
+
+    // seeding
+    tch::manual_seed(args.run.seed as i64);
+    ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
+
+    // Workers 3: the learner on the device --cuda picks, the workers on the CPU, one libtorch thread each
+    let (device, device_name) = if rank == 0 {
+        pick_device(args.run.cuda, ppo_details::Network::Cnn)
+    } else {
+        tch::set_num_threads(1);
+        (Device::Cpu, "cpu, one libtorch thread (a rollout worker: workers step on the CPU)".to_string())
+    };
+    let role = if worker { "worker" } else { "learner" };
+    println!("{}device: {device_name}", if ranks > 1 { format!("rank {rank} ({role}): ") } else { String::new() });
+
+    // env setup. Core 1: vectorized architecture
+    let mut envs = VecEnv::new(env_fns).with_threads((args.run.env_threads / workers).max(1)); // Workers 3: shared
+    let (obs_dim, n_actions) = match (envs.single_observation_space(), envs.single_action_space()) {
+        (Space::Box { shape, .. }, Space::Discrete(n)) if shape == [1, 84, 84] || shape.len() == 1 => {
+            (shape.iter().product::<usize>() as i64, n as i64)
+        }
+        (o, a) => fail(2, format!("{}: {o} observations, {a} actions; ppo_lstm: 1x84x84/1-D, Discrete", args.env_id)),
+    };
+    let mut vs = nn::VarStore::new(device);
+    let agent = Agent::new(&vs.root(), obs_dim, n_actions);
+    // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
+    let mut optimizer = FlatAdam::new(&vs, 1e-5);
+    // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
+    let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
+    if from.iteration > 0 && from.global_step != (from.iteration * batch_size * workers) as u64 {
+        let np = from.global_step as usize / (from.iteration * batch_size) + 1;
+        fail(2, format!("the run to resume ran with {} workers: resume it with mpirun -np {np}", np - 1));
+    }
+    if rank > 1 {
+        tch::manual_seed((from.seed + rank as u64 - 1) as i64); // Workers 7: worker w > 1 samples its own way
+    }
+    // Workers 4: the learner alone writes the run directory; episodes.csv names each episode's worker
+    let mut log = (rank == 0).then(|| RunLog::create(&run_name, &args, &device_name, &from).with_workers());
+    let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
+
+    // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
+    let per_step = || (0..num_steps).map(|_| Tensor::new()).collect::<Vec<_>>();
+    let (mut obs, mut actions, mut logprobs, mut values) = (per_step(), per_step(), per_step(), per_step());
+    let mut rewards = vec![vec![0f32; num_envs]; num_steps];
+    let mut dones = vec![vec![0f32; num_envs]; num_steps];
+
+    // start the game (with --resume: where the checkpoint stood, in fresh episodes)
+    let mut global_step = from.global_step;
+    envs.reset(Some(from.seed + ((rank.max(1) - 1) * num_envs) as u64)); // Workers 5: ppo_lstm's env seeds
+    let mut next_done = vec![0f32; num_envs];
+    let mut action_buf = vec![0i64; num_envs];
+    // LSTM 2: zero initial hidden and cell state
+    let mut next_lstm_state = agent.lstm.zero_state(num_envs as i64);
+    let no_done = Tensor::zeros([num_envs as i64], (Kind::Float, device));
+
+    for iteration in from.iteration + 1..=num_iterations {
+        // Core 4: learning-rate annealing, linearly to 0
+        let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
+        let lr = if args.anneal_lr { frac * args.learning_rate } else { args.learning_rate };
+        // Aux 1: clip-range annealing, with the same fraction
+        let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
+
+        // Workers 2: the learner's weights to every worker (one broadcast), equal bit for bit; the workers wait here
+        let waiting = std::time::Instant::now();
+        broadcast_from_rank_0(&world, &optimizer.flat);
+        if !weights_in_sync(&world, &optimizer.flat) {
+            fail(1, format!("a worker's weights differ from the learner's before update {iteration}"));
+        }
+        let (worker_wait, collecting) = (waiting.elapsed().as_secs_f64(), std::time::Instant::now());
+        hand_cpu_rng(&world, 0, 1); // Workers 7: worker 1 draws on from the learner's random stream
+
+        // LSTM 5: the state before the rollout, from which the update replays the sequences
+        let initial_lstm_state = LSTMState((next_lstm_state.h(), next_lstm_state.c()));
+        let mut finished = Vec::new(); // this worker's episodes (global step, return, length), for the learner
+        for step in (0..num_steps).filter(|_| worker) {
+            global_step += (num_envs * workers) as u64;
+            let next_obs = ppo_details::upload(&envs.obs, obs_dim, agent.pixels, device); // pixels as bytes
+            obs[step] = next_obs.shallow_clone();
+            dones[step].copy_from_slice(&next_done);
+
+            // the dones go up only where an episode ended (zeros reset nothing: the same state)
+            let ended = next_done.iter().any(|&d| d > 0.0);
+            let next_done_t =
+                if ended { Tensor::from_slice(&next_done).to_device(device) } else { no_done.shallow_clone() };
+            let (action, logprob, _, value, lstm_state) =
+                tch::no_grad(|| agent.get_action_and_value(&next_obs, &next_lstm_state, &next_done_t, &[false], None));
+            next_lstm_state = lstm_state;
+            values[step] = value;
+            // the step's one copy down: the actions, for the envs
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
+            actions[step] = action;
+            logprobs[step] = logprob;
+
+            // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
+            // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
+            envs.step(Action::Discrete(&action_buf));
+            rewards[step].copy_from_slice(&envs.rewards);
+            // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
+            for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
+                *done = (*term || *trunc) as u8 as f32;
+            }
+            finished.extend(envs.finished.iter().flat_map(|ep| [global_step as f64, ep.r, ep.l as f64]));
+        }
+        hand_cpu_rng(&world, 1, 0); // Workers 7: ... and hands it back, so one worker draws what ppo_lstm draws
+
+        // Workers 6: one gather per update: every worker's rollout, the LSTM state before it and what the bootstrap
+        // needs, in the learner's buffer (worker w's env e is env (w - 1) * num_envs + e, as in ppo_lstm)
+        let rollout = worker.then(|| {
+            let (stack, h, c) = (|t: &[Tensor]| Tensor::stack(t, 0), next_lstm_state.h(), next_lstm_state.c());
+            let host = |rows: &[Vec<f32>]| Tensor::from_slice(&rows.concat()).view([num_steps as i64, -1]);
+            let (obs, actions, logprobs, values) = (stack(&obs), stack(&actions), stack(&logprobs), stack(&values));
+            let (h0, c0, next_done) = (initial_lstm_state.h(), initial_lstm_state.c(), Tensor::from_slice(&next_done));
+            let next_obs = ppo_details::upload(&envs.obs, obs_dim, agent.pixels, device);
+            let timing = Tensor::from_slice(&[worker_wait, envs.take_step_seconds()]);
+            let episodes = Tensor::from_slice(&finished).view([-1, 3]);
+            vec![
+                obs,
+                actions,
+                logprobs,
+                values,
+                host(&rewards),
+                host(&dones),
+                next_done,
+                h0,
+                c0,
+                h,
+                c,
+                next_obs,
+                episodes,
+                timing,
+            ]
+        });
+        let waiting = std::time::Instant::now();
+        let rollouts = gather_tensors(&world, &rollout.unwrap_or_default());
+        let Some(log) = &mut log else { continue }; // Workers 1: a worker's update ends here: it waits for the weights
+        let (learner_wait, collection_seconds) = (waiting.elapsed().as_secs_f64(), collecting.elapsed().as_secs_f64());
+        let cat = |i: usize, dim| Tensor::cat(&rollouts.iter().map(|r| r[i].shallow_clone()).collect::<Vec<_>>(), dim);
+        let [obs, actions, logprobs, values] = [0, 1, 2, 3].map(|i| cat(i, 1).to_device(device).unbind(0));
+        let [rewards, dones] = [4, 5].map(|i| Vec::<Vec<f32>>::try_from(cat(i, 1)).unwrap_or_else(|e| fail(1, e)));
+        let next_done = Vec::<f32>::try_from(cat(6, 0)).unwrap_or_else(|e| fail(1, e));
+        let lstm = |i: usize| LSTMState((cat(i, 1).to_device(device), cat(i + 1, 1).to_device(device)));
+        let (initial_lstm_state, next_lstm_state) = (lstm(7), lstm(9));
+        for (w, rollout) in rollouts.iter().enumerate() {
+            for ep in Vec::<Vec<f64>>::try_from(&rollout[12]).unwrap_or_else(|e| fail(1, e)) {
+                log.episode_of_rank(w + (ranks > 1) as usize, ep[0] as u64, ep[1], ep[2] as u64);
+            }
+        }
+        let [workers_wait, env_seconds] = [0, 1].map(|i| cat(13, 0).view([-1, 2]).select(1, i).max().double_value(&[]));
+        let (num_envs, batch_size) = (num_envs * workers, batch_size * workers);
+        let envsperbatch = num_envs / args.num_minibatches;
+        let global_step = (iteration * batch_size) as u64;
+
+        // bootstrap value if not done; the values come down to the host once per rollout, for GAE
+        let next_obs = cat(11, 0).to_device(device); // Workers 6: the envs' observations after the rollout
+        let next_done_t = Tensor::from_slice(&next_done).to_device(device);
+        let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs, &next_lstm_state, &next_done_t)));
+        let b_values = Tensor::cat(&values, 0).view([-1]); // row step * num_envs + env
+        let values_host = to_host(&b_values);
+        // Core 5: GAE, as a plain loop on the host
+        let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
+        let mut advantages = vec![0f32; batch_size];
+        let mut lastgaelam = vec![0f32; num_envs];
+        for t in (0..num_steps).rev() {
+            for e in 0..num_envs {
+                let (nextnonterminal, nextvalues) = if t == num_steps - 1 {
+                    (1.0 - next_done[e], next_value[e])
+                } else {
+                    (1.0 - dones[t + 1][e], values_host[(t + 1) * num_envs + e])
+                };
+                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t * num_envs + e];
+                lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
+                advantages[t * num_envs + e] = lastgaelam[e];
+            }
+        }
+        let returns: Vec<f32> = advantages.iter().zip(&values_host).map(|(a, v)| a + v).collect();
+
+        // flatten the batch: row step * num_envs + env, as CleanRL's reshape
+        let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
+        let b_actions = Tensor::cat(&actions, 0);
+        let b_advantages = Tensor::from_slice(&advantages).to_device(device);
+        let b_returns = Tensor::from_slice(&returns).to_device(device);
+        let b_dones = Tensor::from_slice(&dones.concat()).to_device(device);
+
+        // Optimizing the policy and value network
+        let learning_start = std::time::Instant::now();
+        // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
+        let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
+        let [mut old_approx_kl, mut approx_kl] = [(); 2].map(|()| Tensor::new());
+        let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
+        for _epoch in 0..args.update_epochs {
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch
+            // LSTM 4: minibatches of whole envs' sequences in time order; envs drawn on the host, where dones are
+            let envinds = ppo_details::shuffled(num_envs, Device::Cpu); // torch.randperm (PPO_TRACE records it)
+            let envinds_host = Vec::<i64>::try_from(&envinds).unwrap_or_else(|e| fail(1, e));
+            let envinds = envinds.to_device(device);
+            let flatinds = Tensor::arange(batch_size as i64, (Kind::Int64, device)).view([num_steps as i64, -1]);
+            for start in (0..num_envs).step_by(envsperbatch) {
+                let mbenvinds = envinds.narrow(0, start as i64, envsperbatch as i64);
+                let mb_inds = flatinds.index_select(1, &mbenvinds).flatten(0, -1);
+                // LSTM 5: the states are rebuilt from the state saved before the rollout
+                let (h, c) = (initial_lstm_state.h(), initial_lstm_state.c());
+                let mb_state = LSTMState((h.index_select(1, &mbenvinds), c.index_select(1, &mbenvinds)));
+                let mb_envs = &envinds_host[start..start + envsperbatch];
+                let ended: Vec<bool> = dones.iter().map(|row| mb_envs.iter().any(|&e| row[e as usize] > 0.0)).collect();
+                let (mb_obs, mb_dones, mb_actions) = (b_obs.i(&mb_inds), b_dones.i(&mb_inds), b_actions.i(&mb_inds));
+                let (_, newlogprob, entropy, newvalue, _) =
+                    agent.get_action_and_value(&mb_obs, &mb_state, &mb_dones, &ended, Some(&mb_actions));
+                let logratio = &newlogprob - b_logprobs.i(&mb_inds);
+                let ratio = logratio.exp();
+
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), |ratio - 1|
+                old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
+                approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
+                ratio_devs.push(tch::no_grad(|| (&ratio - 1.0).abs()));
+
+                let mut mb_advantages = b_advantages.i(&mb_inds);
+                if args.norm_adv {
+                    // Core 7: per-minibatch advantage normalization (torch's std: unbiased, n - 1, as CleanRL's)
+                    mb_advantages =
+                        (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
+                }
+
+                // Core 8: clipped surrogate objective
+                let pg_loss1 = -&mb_advantages * &ratio;
+                let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef);
+                pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
+
+                let newvalue = newvalue.view([-1]);
+                let mb_returns = &b_returns.i(&mb_inds);
+                v_loss = if args.clip_vloss {
+                    // Core 9: value-function loss clipping
+                    let mb_values = &b_values.i(&mb_inds);
+                    let v_loss_unclipped = (&newvalue - mb_returns).square();
+                    let v_clipped = mb_values + (&newvalue - mb_values).clamp(-clip_coef, clip_coef);
+                    let v_loss_clipped = (v_clipped - mb_returns).square();
+                    0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
+                } else {
+                    0.5 * (&newvalue - mb_returns).square().mean(Kind::Float)
+                };
+
+                // Core 10: one loss with an entropy bonus, one optimizer
+                entropy_loss = entropy.mean(Kind::Float);
+                loss = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
+
+                optimizer.zero_grad();
+                loss.backward();
+                // Core 11: global gradient-norm clipping
+                grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
+                optimizer.step(lr);
+            }
+            // Aux 3: early stopping once the KL of the last minibatch passes the target
+            if args.target_kl.is_some_and(|target_kl| approx_kl.double_value(&[]) > target_kl) {
+                break;
+            }
+        }
+
+        // Workers 8: miniDRL's experience SPS and learning SPS (the update's kernels done: a GPU runs them async)
+        let learning_sps = (loss.double_value(&[]), batch_size as f64 / learning_start.elapsed().as_secs_f64()).1;
+
+        // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
+        let var_y = var(returns.iter().map(|&y| y as f64));
+        let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
+        let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
+
+        // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
+        // every ratio exactly 1: the tests check)
+        let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
+        // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
+        let row = [
+            ("iteration", OnHost(iteration as f64)),
+            ("global_step", OnHost(global_step as f64)),
+            ("charts/learning_rate", OnHost(lr)),
+            ("charts/clip_coef", OnHost(clip_coef)),
+            ("losses/value_loss", OnDevice(&v_loss)),
+            ("losses/policy_loss", OnDevice(&pg_loss)),
+            ("losses/entropy", OnDevice(&entropy_loss)),
+            ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
+            ("losses/approx_kl", OnDevice(&approx_kl)),
+            ("losses/clipfrac", OnDevice(&clipfrac(&Tensor::cat(&ratio_devs, 0)))),
+            ("losses/explained_variance", OnHost(explained_var)),
+            ("debug/first_mb_max_ratio_dev", OnDevice(&ratio_devs[0].max())),
+            ("debug/first_mb_clipfrac", OnDevice(&clipfrac(&ratio_devs[0]))),
+            ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
+            ("charts/experience_sps", OnHost(batch_size as f64 / collection_seconds)),
+            ("charts/learning_sps", OnHost(learning_sps)),
+            ("timing/learner_wait_seconds", OnHost(learner_wait)),
+            ("timing/workers_wait_seconds", OnHost(workers_wait)),
+        ];
+        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
+        log.update(&row, &loss, env_seconds, learning_start);
+        log.checkpoint(&optimizer, &[]);
+    }
+
+    if let (true, Some(log)) = (args.run.save_model, &log) {
+        // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
+        let model_path = log.save(&vs, &args.run.exp_name);
+        vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
+        let mut action = [0i64];
+        let (mut lstm_state, mut done) = (agent.lstm.zero_state(1), Tensor::zeros([1], (Kind::Float, device)));
+        log.eval(&play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
+            let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
+            let (a, _, _, _, state) =
+                tch::no_grad(|| agent.get_action_and_value(&obs, &lstm_state, &done, &[false], None));
+            a.to_device(Device::Cpu).copy_data(&mut action, 1);
+            env.step(Action::Discrete(&action));
+            (lstm_state, done) =
+                (state, Tensor::from_slice(&[(env.terminated[0] || env.truncated[0]) as u8 as f32]).to_device(device));
+        }));
+    }
+}
