@@ -7,6 +7,7 @@
 use crate::{fail, to_host};
 use mpi::collective::SystemOperation;
 use mpi::datatype::PartitionMut;
+use mpi::request::{Request, Scope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use tch::Tensor;
@@ -42,7 +43,7 @@ pub fn broadcast_from_rank_0(world: &SimpleCommunicator, t: &Tensor) {
         return;
     }
     let mut host = to_host(t);
-    world.process_at_rank(0).broadcast_into(&mut host[..]);
+    mpi::request::scope(|scope| wait_idle(world.process_at_rank(0).immediate_broadcast_into(scope, &mut host[..])));
     tch::no_grad(|| {
         t.shallow_clone().copy_(&Tensor::from_slice(&host).view(t.size().as_slice()).to_device(t.device()))
     });
@@ -94,15 +95,16 @@ pub fn gather_tensors(world: &SimpleCommunicator, parts: &[Tensor]) -> Vec<Vec<T
     }
     let mut counts = vec![0i32; world.size() as usize];
     let count = i32::try_from(bytes.len()).unwrap_or_else(|_| fail(1, "a rank's tensors exceed 2 GiB: fewer steps"));
-    world.all_gather_into(&count, &mut counts[..]);
+    mpi::request::scope(|scope| wait_idle(world.immediate_all_gather_into(scope, &count, &mut counts[..])));
     let root = world.process_at_rank(0);
     if world.rank() != 0 {
-        root.gather_varcount_into(&bytes[..]);
+        mpi::request::scope(|scope| wait_idle(root.immediate_gather_varcount_into(scope, &bytes[..])));
         return Vec::new();
     }
     let displs: Vec<i32> = counts.iter().scan(0, |next, &c| Some(std::mem::replace(next, *next + c))).collect();
     let mut all = vec![0u8; counts.iter().map(|&c| c as usize).sum()];
-    root.gather_varcount_into_root(&bytes[..], &mut PartitionMut::new(&mut all[..], &counts[..], &displs[..]));
+    let mut into = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+    mpi::request::scope(|scope| wait_idle(root.immediate_gather_varcount_into_root(scope, &bytes[..], &mut into)));
     let load = |(d, c): (&i32, &i32)| -> Vec<Tensor> {
         if *c == 0 {
             return Vec::new();
@@ -138,5 +140,18 @@ pub fn hand_cpu_rng(world: &SimpleCommunicator, from: usize, to: usize) {
         let (state, _) = world.process_at_rank(from as i32).receive_vec::<u8>();
         // SAFETY: `state` holds the bytes another rank's ppo_cpu_rng_state wrote
         unsafe { ppo_set_cpu_rng_state(state.as_ptr(), state.len()) };
+    }
+}
+
+/// Waits for `request` without holding a core: MPI's blocking calls poll without pause, and where a machine
+/// runs as many processes as cores, a rank waiting so (a worker through the learner's update, the learner
+/// through the rollouts) takes the core the working rank's threads need. Tests it every 200 us instead.
+fn wait_idle<'a, D: ?Sized, S: Scope<'a>>(mut request: Request<'a, D, S>) {
+    loop {
+        match request.test() {
+            Ok(_) => return,
+            Err(pending) => request = pending,
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
     }
 }

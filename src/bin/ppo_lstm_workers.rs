@@ -330,7 +330,6 @@ fn main() {
             }
             finished.extend(envs.finished.iter().flat_map(|ep| [global_step as f64, ep.r, ep.l as f64]));
         }
-        hand_cpu_rng(&world, 1, 0); // Workers 7: ... and hands it back, so one worker draws what ppo_lstm draws
 
         // Workers 6: one gather per update: every worker's rollout, the LSTM state before it and what the bootstrap
         // needs, in the learner's buffer (worker w's env e is env (w - 1) * num_envs + e, as in ppo_lstm)
@@ -342,25 +341,12 @@ fn main() {
             let next_obs = ppo_details::upload(&envs.obs, obs_dim, agent.pixels, device);
             let timing = Tensor::from_slice(&[worker_wait, envs.take_step_seconds()]);
             let episodes = Tensor::from_slice(&finished).view([-1, 3]);
-            vec![
-                obs,
-                actions,
-                logprobs,
-                values,
-                host(&rewards),
-                host(&dones),
-                next_done,
-                h0,
-                c0,
-                h,
-                c,
-                next_obs,
-                episodes,
-                timing,
-            ]
+            let (rewards, dones) = (host(&rewards), host(&dones));
+            vec![obs, actions, logprobs, values, rewards, dones, next_done, h0, c0, h, c, next_obs, episodes, timing]
         });
         let waiting = std::time::Instant::now();
         let rollouts = gather_tensors(&world, &rollout.unwrap_or_default());
+        hand_cpu_rng(&world, 1, 0); // Workers 7: ... and hands it back, so one worker draws what ppo_lstm draws
         let Some(log) = &mut log else { continue }; // Workers 1: a worker's update ends here: it waits for the weights
         let (learner_wait, collection_seconds) = (waiting.elapsed().as_secs_f64(), collecting.elapsed().as_secs_f64());
         let cat = |i: usize, dim| Tensor::cat(&rollouts.iter().map(|r| r[i].shallow_clone()).collect::<Vec<_>>(), dim);
