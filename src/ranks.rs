@@ -25,6 +25,24 @@ pub fn initialize() -> mpi::environment::Universe {
     universe
 }
 
+/// [`initialize`], then this process on every core of the machine, whatever core mpirun bound it to (it binds
+/// each process to a core of its own when there are no more than cores): for ranks that take turns, a learner
+/// and its workers, each idle while the others work, so that the learner's update may use the cores the
+/// waiting workers leave, and a worker its envs' threads. Threads started afterwards inherit it.
+pub fn initialize_unbound() -> mpi::environment::Universe {
+    let universe = initialize();
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET stays within CPU_SETSIZE; the call reads the set
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for cpu in 0..(libc::sysconf(libc::_SC_NPROCESSORS_CONF).max(1) as usize).min(libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        // refused: stays as it was
+    }
+    universe
+}
+
 /// A few numbers reduced over the ranks by `op` (sum, max), the result on every rank.
 pub fn all_reduce(world: &SimpleCommunicator, values: &[f64], op: SystemOperation) -> Vec<f64> {
     let mut reduced = vec![0f64; values.len()];

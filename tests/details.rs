@@ -88,7 +88,18 @@ const ARTICLE: &[(&str, &[&str])] = &[
 ];
 
 /// Details beyond the article, numbered here.
-const EXTRA: &[&str] = &["KL-adaptive learning rate (TUM end-to-end RL report 3.6, rsl_rl's rule)"];
+const EXTRA: &[&str] =
+    &["KL-adaptive learning rate (TUM end-to-end RL report 3.6: the report's rule, or rsl_rl's for a Gaussian policy)"];
+
+/// Noisy Nets as the TUM report (3.4) and Fortunato et al. 2017 describe them, numbered here.
+const NOISY: &[&str] = &[
+    "noisy linear layers: μ + σ ⊙ ε, factorised (f(x) = sgn(x)√|x|) or independent Gaussian noise, Fortunato et \
+        al.'s init, σ learned with the rest",
+    "the report's four settings: the layers of no network, the policy's, the value's or both are noisy",
+    "each env's noise drawn when its episode starts and kept until it ends, stored with the rollout: every sample \
+        evaluated under the noise that chose its action",
+    "evaluation plays the mean weights (no noise)",
+];
 
 /// miniDRL's design (its document's "Distributed Architecture" and "Implementation details"), numbered here.
 const WORKERS: &[&str] = &[
@@ -106,8 +117,8 @@ const WORKERS: &[&str] = &[
 
 const MULTILEVEL: &str = "Multilevel";
 const MULTILEVEL_FILE: &str = "src/bin/ppo_multilevel.rs";
-const CATEGORIES: [&str; 9] =
-    ["Core", "Atari", "Continuous", "LSTM", "MultiDiscrete", "Aux", "Extra", "Workers", MULTILEVEL];
+const CATEGORIES: [&str; 10] =
+    ["Core", "Atari", "Continuous", "LSTM", "MultiDiscrete", "Aux", "Extra", "Workers", "Noisy", MULTILEVEL];
 
 /// Ranges of details: (category, first, last).
 type Ranges = &'static [(&'static str, u32, u32)];
@@ -122,6 +133,7 @@ const OWN: &[(&str, Ranges)] = &[
     ("ppo_multidiscrete_mask", &[("MultiDiscrete", 1, 1), ("Aux", 4, 4)]),
     ("ppo_atari_multigpu", &[("Aux", 2, 2)]),
     ("ppo_lstm_workers", &[("Workers", 1, 8)]),
+    ("ppo_noisy", &[("Noisy", 1, 4), ("Extra", 1, 1)]),
 ];
 
 /// Categories a variant does not inherit from its ancestors, and why.
@@ -147,7 +159,7 @@ fn family_order() -> Vec<String> {
 /// (`//!   N. name`, continuation lines indented) in the header of `src/bin/ppo_multilevel.rs`.
 fn catalogue() -> BTreeMap<Detail, String> {
     let mut all = BTreeMap::new();
-    for (cat, names) in ARTICLE.iter().chain([&("Extra", EXTRA), &("Workers", WORKERS)]) {
+    for (cat, names) in ARTICLE.iter().chain([&("Extra", EXTRA), &("Workers", WORKERS), &("Noisy", NOISY)]) {
         for (i, name) in names.iter().enumerate() {
             all.insert((*cat, i as u32 + 1), name.to_string());
         }

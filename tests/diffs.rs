@@ -25,6 +25,7 @@ fn family_tree_is_the_documented_one() {
         ("ppo_atari", "ppo_atari_multigpu"),
         ("ppo_lstm", "ppo_lstm_workers"),
         ("ppo", "ppo_continuous"),
+        ("ppo", "ppo_noisy"),
         ("ppo_continuous", "ppo_multilevel"),
     ];
     let got = common::family();

@@ -116,6 +116,14 @@ fn ppo_lstm_breakout() {
     check("ppo_lstm_breakout", env!("CARGO_BIN_EXE_ppo_lstm"), &args);
 }
 
+/// Noisy Nets in both networks (factorised), and the report's adaptive rate.
+#[test]
+fn ppo_noisy_cartpole() {
+    let args =
+        ["--num-steps", "64", "--total-timesteps", "1536", "--noisy", "both", "--adaptive-lr", "--env-threads", "1"];
+    check("ppo_noisy", env!("CARGO_BIN_EXE_ppo_noisy"), &args);
+}
+
 /// Two workers and a learner: the job's trajectory, every worker's episodes.
 #[test]
 fn ppo_lstm_workers_two_workers() {

@@ -37,6 +37,7 @@ const FAMILIES: [Family; 7] = [CLASSIC_DISCRETE, CLASSIC_CONTINUOUS, MUJOCO, RES
 /// is a row here; a new kind of ids (MicroRTS) a new `Family` above.
 const BINARIES: &[(&str, &[Family])] = &[
     ("ppo", &[CLASSIC_DISCRETE]),
+    ("ppo_noisy", &[CLASSIC_DISCRETE]),
     ("ppo_atari", &[ATARI]),
     ("ppo_atari_multigpu", &[ATARI]),
     ("ppo_continuous", &[CLASSIC_CONTINUOUS, MUJOCO, RESSIM]),
@@ -166,10 +167,11 @@ mod tests {
         );
         assert!(message("ppo_atari", "CartPole-v1").starts_with(
             "ppo_atari cannot run CartPole-v1 (a classic-control env with discrete actions): run it with ppo or \
-                ppo_lstm or ppo_lstm_workers; ppo_atari runs <Game>"
+                ppo_noisy or ppo_lstm or ppo_lstm_workers; ppo_atari runs <Game>"
         ));
-        assert!(message("ppo_continuous", "Acrobot-v1")
-            .contains("run it with ppo or ppo_lstm or ppo_lstm_workers; ppo_continuous runs Pendulum-v1,"));
+        assert!(message("ppo_continuous", "Acrobot-v1").contains(
+            "run it with ppo or ppo_noisy or ppo_lstm or ppo_lstm_workers; ppo_continuous runs Pendulum-v1,"
+        ));
         // both binaries that run the ressim ids are named
         assert!(message("ppo", "ResSim-v1").starts_with(
             "ppo cannot run ResSim-v1 (a reservoir simulation): run it with ppo_continuous or ppo_multilevel;"

@@ -12,7 +12,8 @@
 //! With `--workers-table TABLE.csv` (what `scripts/bench_workers` writes) it draws miniDRL's three
 //! scaling figures instead: SPS, experience SPS and learning SPS against the workers at a fixed batch,
 //! against the workers at fixed envs per worker, and against one worker's envs, each beside ppo_lstm's
-//! SPS with the same envs in one process.
+//! SPS with the same envs in one process. With `--solved-table RUNS.csv` (what `scripts/study_cartpole`
+//! writes) it draws the solved fraction of each setting's runs against episodes, a panel per table.
 //!
 //! Run: `cargo run --release --bin plot -- runs/* --out curves.png`
 
@@ -25,11 +26,14 @@ use std::path::{Path, PathBuf};
 #[command(about = "Draw PNG learning curves (episodic return vs global step) from run directories")]
 struct Args {
     /// run directories (each with args.json and episodes.csv)
-    #[arg(required_unless_present = "workers_table")]
+    #[arg(required_unless_present_any = ["workers_table", "solved_table"])]
     runs: Vec<PathBuf>,
     /// draw scripts/bench_workers' table (miniDRL's three scaling figures) instead of runs
     #[arg(long, conflicts_with = "runs")]
     workers_table: Option<PathBuf>,
+    /// draw scripts/study_cartpole's runs (the solved fraction against episodes) instead of runs
+    #[arg(long, conflicts_with_all = ["runs", "workers_table"])]
+    solved_table: Option<PathBuf>,
     /// the PNG file to write
     #[arg(long, default_value = "curves.png")]
     out: PathBuf,
@@ -167,6 +171,11 @@ fn main() {
     });
     if plotters::style::register_font("sans-serif", FontStyle::Normal, Box::leak(font.into_boxed_slice())).is_err() {
         fail(format!("{} is not a usable TrueType font", args.font.display()));
+    }
+    if let Some(table) = &args.solved_table {
+        draw_solved_table(table, &args.out).unwrap_or_else(|e| fail(e));
+        println!("wrote {}", args.out.display());
+        return;
     }
     if let Some(table) = &args.workers_table {
         draw_workers_table(table, &args.out).unwrap_or_else(|e| fail(e));
@@ -320,12 +329,14 @@ fn draw_workers_table(table: &Path, out: &Path) -> Result<(), String> {
                 .margin(12)
                 .x_label_area_size(40)
                 .y_label_area_size(70)
-                .build_cartesian_2d(0.0..x_max * 1.05, 0.0..y_max)?;
+                .build_cartesian_2d(0.5..x_max + 0.5, 0.0..y_max)?;
             chart
                 .configure_mesh()
                 .x_desc(*x_desc)
                 .y_desc("steps per second")
-                .x_label_formatter(&|x| format!("{x:.0}"))
+                // whole workers and envs only
+                .x_labels((x_max as usize * 2).min(64))
+                .x_label_formatter(&|x| if (x - x.round()).abs() < 1e-6 { format!("{x:.0}") } else { String::new() })
                 .y_label_formatter(&|y| format!("{y:.0}"))
                 .label_style(("sans-serif", 14))
                 .draw()?;
@@ -344,6 +355,77 @@ fn draw_workers_table(table: &Path, out: &Path) -> Result<(), String> {
             chart
                 .configure_series_labels()
                 .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 14))
+                .draw()?;
+        }
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| format!("cannot draw {}: {e}", out.display()))
+}
+
+/// scripts/study_cartpole's runs: per table a panel, per setting the fraction of its runs solved by each
+/// episode (a run solved at episode n counts from n on), to the study's 2,500 episodes.
+fn draw_solved_table(table: &Path, out: &Path) -> Result<(), String> {
+    let mut reader = csv::Reader::from_path(table).map_err(|e| format!("{}: {e}", table.display()))?;
+    let header = reader.headers().map_err(|e| format!("{}: {e}", table.display()))?.clone();
+    let col = |name: &str| {
+        header.iter().position(|h| h == name).ok_or_else(|| format!("{}: no column {name}", table.display()))
+    };
+    let (table_col, setting_col, episodes_col) = (col("table")?, col("setting")?, col("episodes")?);
+    // table -> setting (in the order first seen) -> each run's episodes to solved (None: unsolved)
+    let mut runs: Vec<(String, Vec<(String, Vec<Option<f64>>)>)> = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| format!("{}: {e}", table.display()))?;
+        let field = |i: usize| record.get(i).unwrap_or_default().to_string();
+        let episodes = field(episodes_col).parse::<f64>().ok();
+        let at = runs.iter().position(|(t, _)| *t == field(table_col)).unwrap_or_else(|| {
+            runs.push((field(table_col), Vec::new()));
+            runs.len() - 1
+        });
+        let settings = &mut runs[at].1;
+        match settings.iter_mut().find(|(s, _)| *s == field(setting_col)) {
+            Some((_, list)) => list.push(episodes),
+            None => settings.push((field(setting_col), vec![episodes])),
+        }
+    }
+    if runs.is_empty() {
+        return Err(format!("{}: no runs", table.display()));
+    }
+    let root = BitMapBackend::new(out, (900, 360 * runs.len() as u32)).into_drawing_area();
+    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+        root.fill(&WHITE)?;
+        for (area, (name, settings)) in root.split_evenly((runs.len(), 1)).iter().zip(&runs) {
+            let mut chart = ChartBuilder::on(area)
+                .caption(name, ("sans-serif", 22))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(0.0..2500.0, 0.0..1.05)?;
+            chart
+                .configure_mesh()
+                .x_desc("episodes")
+                .y_desc("fraction of runs solved")
+                .x_label_formatter(&|x| format!("{x:.0}"))
+                .y_label_formatter(&|y| format!("{y:.1}"))
+                .label_style(("sans-serif", 14))
+                .draw()?;
+            for (k, (setting, list)) in settings.iter().enumerate() {
+                let color = Palette99::pick(k).to_rgba();
+                let n = list.len() as f64;
+                let solved_by = |x: f64| list.iter().filter(|e| e.is_some_and(|e| e <= x)).count() as f64 / n;
+                let points: Vec<(f64, f64)> =
+                    (0..=250).map(|i| (i as f64 * 10.0, solved_by(i as f64 * 10.0))).collect();
+                chart
+                    .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+                    .label(format!("{setting} ({} runs)", list.len()))
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::LowerRight)
                 .background_style(WHITE.mix(0.8))
                 .border_style(BLACK)
                 .label_font(("sans-serif", 14))

@@ -207,7 +207,7 @@ impl Agent {
 
 fn main() {
     // Workers 1: one learner (rank 0), N rollout workers (ranks 1..N), started by mpirun; alone, a process is both
-    let universe = ppo_details::ranks::initialize(); // MPI (a panic ends the job: no rank waits forever)
+    let universe = ppo_details::ranks::initialize_unbound(); // MPI; every process on every core: they take turns
     let world = universe.world();
     let (rank, ranks) = (world.rank() as usize, world.size() as usize);
     let (workers, worker) = ((ranks - 1).max(1), ranks == 1 || rank > 0);

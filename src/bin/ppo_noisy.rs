@@ -1,0 +1,435 @@
+//! # ppo_noisy: PPO with Noisy Nets on classic control (the TUM report's 3.4, 3.6), a diff of `ppo.rs`
+//!
+//! `ppo.rs` with noisy linear layers (Fortunato et al. 2017) in the policy, the value network or both (`// Noisy N`),
+//! each env's noise kept until its episode ends, and the report's KL-adaptive learning rate (`// Extra 1`).
+//! Run: `cargo run --release --bin ppo_noisy -- --noisy both --seed 1`; it writes `runs/<run-name>/` (docs/runs.md).
+//! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
+
+use clap::Parser;
+use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
+use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
+use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
+use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
+
+#[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
+#[command(about = "PPO with Noisy Nets on classic control (CartPole-v1), after the TUM report and ppo.py")]
+struct Args {
+    // the experiment's flags (seed, cuda, threads, checkpoints), the same in every binary: RunArgs
+    #[command(flatten)]
+    #[serde(flatten)]
+    run: RunArgs,
+    /// record env 0's games, every frame, on CleanRL's schedule, as GIFs in videos/<run-name>/
+    #[arg(long, default_value_t = false)]
+    capture_video: bool,
+    /// the id of the environment (CartPole-v1, Acrobot-v1, MountainCar-v0; without velocities: CartPoleNoVel-v1, ...)
+    #[arg(long, default_value = "CartPole-v1")]
+    env_id: String,
+    /// total timesteps of the experiment
+    #[arg(long, default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(1..))]
+    total_timesteps: u64,
+    /// the learning rate of the optimizer
+    #[arg(long, default_value_t = 2.5e-4, value_parser = positive)]
+    learning_rate: f64,
+    /// the number of parallel game environments
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
+    num_envs: usize,
+    /// the number of steps to run in each environment per policy rollout
+    #[arg(long, default_value_t = 128, value_parser = at_least_one)]
+    num_steps: usize,
+    /// anneal the learning rate linearly to 0 over the run
+    #[arg(long, default_value_t = true)]
+    anneal_lr: bool,
+    /// the discount factor gamma
+    #[arg(long, default_value_t = 0.99, value_parser = unit_interval)]
+    gamma: f64,
+    /// the lambda for the general advantage estimation
+    #[arg(long, default_value_t = 0.95, value_parser = unit_interval)]
+    gae_lambda: f64,
+    /// the number of mini-batches
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
+    num_minibatches: usize,
+    /// the K epochs to update the policy
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
+    update_epochs: usize,
+    /// normalize the advantages per minibatch
+    #[arg(long, default_value_t = true)]
+    norm_adv: bool,
+    /// the surrogate clipping coefficient
+    #[arg(long, default_value_t = 0.2, value_parser = positive)]
+    clip_coef: f64,
+    /// anneal the clip coefficient (policy and value clipping) linearly to 0 over the run
+    #[arg(long, default_value_t = false)]
+    anneal_clip: bool,
+    /// use a clipped loss for the value function, as in the paper
+    #[arg(long, default_value_t = true)]
+    clip_vloss: bool,
+    /// coefficient of the entropy bonus
+    #[arg(long, default_value_t = 0.01, value_parser = finite)]
+    ent_coef: f64,
+    /// coefficient of the value function loss
+    #[arg(long, default_value_t = 0.5, value_parser = finite)]
+    vf_coef: f64,
+    /// the maximum norm for the gradient clipping
+    #[arg(long, default_value_t = 0.5, value_parser = positive)]
+    max_grad_norm: f64,
+    /// the target KL divergence threshold (off when not given)
+    #[arg(long, value_parser = kl_target)]
+    target_kl: Option<f64>,
+    /// the networks whose linear layers are noisy: none (ppo.rs), policy, value or both (the report's four settings)
+    #[arg(long, default_value = "both", value_parser = ["none", "policy", "value", "both"])]
+    noisy: String,
+    /// independent Gaussian noise, one draw per weight, instead of factorised noise (one per input and output)
+    #[arg(long, default_value_t = false)]
+    independent_noise: bool,
+    /// adapt the learning rate to each update's KL (TUM report 3.6: x2 below desired-kl / 1.5, /2 above 1.5 x it),
+    /// instead of --anneal-lr
+    #[arg(long, default_value_t = false)]
+    adaptive_lr: bool,
+    /// the KL between the rollout's policy and the updated one that --adaptive-lr aims at
+    #[arg(long, default_value_t = 0.01, value_parser = positive)]
+    desired_kl: f64,
+}
+
+// what the library needs of Args (its parse_args also checks the batch's flags), and the default threads
+ppo_details::experiment!(Args, one_core);
+
+/// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordVideo` (for env 0) and `RecordEpisodeStatistics`.
+fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
+    Ok(Box::new(RecordEpisodeStatistics::new(RecordVideo::new(envs::make(env_id)?, video_dir)?)))
+}
+
+/// Core 2: orthogonal weight init with the given gain, zero biases.
+fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
+    let init = nn::Init::Orthogonal { gain: std };
+    nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
+}
+
+/// Noisy 1: a linear layer y = (μ_w + σ_w ⊙ ε_w) x + μ_b + σ_b ⊙ ε_b, ε a row per sample: per weight (independent)
+/// or ε_w = f(ε_out) f(ε_in)ᵀ, ε_b = f(ε_out), f(x) = sgn(x)√|x| (factorised). Without noise: layer_init's layer
+struct Layer {
+    mu: nn::Linear,
+    sigma: Option<(Tensor, Tensor)>,
+    noise_dim: i64,
+}
+
+impl Layer {
+    /// Noisy 1: μ ~ U(±1/√n), σ = 0.5/√n (factorised) or U(±√(3/n)), 0.017 (independent), Fortunato et al.'s, not
+    /// Core 2's orthogonal init: their σ is set against this μ's scale (Core 2's actor head: 0.01)
+    fn new(p: nn::Path, n: i64, m: i64, std: f64, noisy: bool, independent: bool) -> Layer {
+        if !noisy {
+            return Layer { mu: layer_init(p, n, m, std), sigma: None, noise_dim: 0 };
+        }
+        let root_n = (n as f64).sqrt();
+        let (bound, sigma) = if independent { (3f64.sqrt() / root_n, 0.017) } else { (1.0 / root_n, 0.5 / root_n) };
+        let u = nn::Init::Uniform { lo: -bound, up: bound };
+        let mu = nn::linear(&p, n, m, nn::LinearConfig { ws_init: u, bs_init: Some(u), bias: true });
+        let (init, noise_dim) = (nn::Init::Const(sigma), if independent { m * n + m } else { n + m });
+        Layer { mu, sigma: Some((p.var("sigma_weight", &[m, n], init), p.var("sigma_bias", &[m], init))), noise_dim }
+    }
+
+    /// Noisy 3: each sample (row of x) under its own noise (row of `noise`: its env's when it acted)
+    fn forward(&self, x: &Tensor, noise: &Tensor) -> Tensor {
+        let (Some((sigma_w, sigma_b)), Ok((m, n))) = (&self.sigma, self.mu.ws.size2()) else {
+            return self.mu.forward(x);
+        };
+        let f = |e: Tensor| e.sign() * e.abs().sqrt();
+        let (eps_w, eps_b) = if self.noise_dim > n + m {
+            (noise.narrow(1, 0, m * n).view([-1, m, n]), noise.narrow(1, m * n, m))
+        } else {
+            let (f_in, f_out) = (f(noise.narrow(1, 0, n)), f(noise.narrow(1, n, m)));
+            (f_out.unsqueeze(2) * f_in.unsqueeze(1), f_out)
+        };
+        self.mu.forward(x) + (sigma_w * eps_w).matmul(&x.unsqueeze(-1)).squeeze_dim(-1) + sigma_b * eps_b
+    }
+}
+
+/// A 64-64 tanh MLP of three `Layer`s (layers 0, 2, 4: CleanRL's names, critic.0.weight), under a noise row cut
+/// into its layers' noise, one after another
+fn mlp(layers: &[Layer], x: &Tensor, noise: &Tensor) -> Tensor {
+    let (mut x, mut at) = (x.shallow_clone(), 0);
+    for (i, layer) in layers.iter().enumerate() {
+        x = layer.forward(&if i > 0 { x.tanh() } else { x }, &noise.narrow(1, at, layer.noise_dim));
+        at += layer.noise_dim;
+    }
+    x
+}
+
+// Core 13: separate policy and value networks
+struct Agent {
+    critic: Vec<Layer>,
+    actor: Vec<Layer>,
+    /// Noisy 2: a noise row's length, its critic's part (first) and its actor's
+    noise_dims: (i64, i64, i64),
+}
+
+impl Agent {
+    fn new(p: &nn::Path, obs_dim: i64, n_actions: i64, noisy: &str, independent: bool) -> Agent {
+        // each network a 64-64 tanh MLP; its last layer's size and gain differ. Noisy 2: --noisy picks the networks
+        let mlp = |p: nn::Path, out_dim: i64, std: f64, noisy: bool| {
+            let layer = |i: i64, n, m, std| Layer::new(&p / i, n, m, std, noisy, independent);
+            vec![layer(0, obs_dim, 64, 2f64.sqrt()), layer(2, 64, 64, 2f64.sqrt()), layer(4, 64, out_dim, std)]
+        };
+        let critic = mlp(p / "critic", 1, 1.0, ["value", "both"].contains(&noisy));
+        let actor = mlp(p / "actor", n_actions, 0.01, ["policy", "both"].contains(&noisy));
+        let dim = |net: &[Layer]| net.iter().map(|layer| layer.noise_dim).sum::<i64>();
+        Agent { noise_dims: (dim(&critic) + dim(&actor), dim(&critic), dim(&actor)), critic, actor }
+    }
+
+    fn get_value(&self, x: &Tensor, noise: &Tensor) -> Tensor {
+        mlp(&self.critic, x, &noise.narrow(1, 0, self.noise_dims.1))
+    }
+
+    /// The log-probabilities of every action (Extra 1's KL needs them all)
+    fn log_probs(&self, x: &Tensor, noise: &Tensor) -> Tensor {
+        mlp(&self.actor, x, &noise.narrow(1, self.noise_dims.1, self.noise_dims.2)).log_softmax(-1, Kind::Float)
+    }
+
+    /// torch's Categorical(logits) written out; samples an action when none is given: (action, logprob, entropy, value)
+    fn get_action_and_value(&self, x: &Tensor, noise: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
+        let log_probs = self.log_probs(x, noise);
+        let probs = log_probs.exp();
+        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
+        let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
+        let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
+        [action, log_prob, entropy, self.get_value(x, noise)]
+    }
+}
+
+fn main() {
+    // bad input (a flag out of range, flags that cannot work together): one line, exit code 2, nothing written
+    let args: Args = parse_args();
+    let (num_envs, num_steps) = (args.num_envs, args.num_steps);
+    let batch_size = num_envs * num_steps;
+    let minibatch_size = batch_size / args.num_minibatches;
+    let num_iterations = args.total_timesteps as usize / batch_size;
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, ppo_details::unix_time());
+    let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
+    let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| i == 0));
+    let env_fns: Vec<_> = (0..args.num_envs).map(|i| make(i).unwrap_or_else(|e| fail(2, e))).collect();
+
+    // seeding
+    tch::manual_seed(args.run.seed as i64);
+    ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
+    let (device, device_name) = pick_device(args.run.cuda, ppo_details::Network::Mlp);
+    println!("device: {device_name}");
+
+    // env setup. Core 1: vectorized architecture
+    let mut envs = VecEnv::new(env_fns).with_threads(args.run.env_threads);
+    let (obs_dim, n_actions) = match (envs.single_observation_space(), envs.single_action_space()) {
+        (Space::Box { shape, .. }, Space::Discrete(n)) if shape.len() == 1 => (shape[0] as i64, n as i64),
+        (o, a) => fail(2, format!("{}: {o} observations, {a} actions; ppo needs 1-D and Discrete", args.env_id)),
+    };
+    let mut vs = nn::VarStore::new(device);
+    let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args.noisy, args.independent_noise);
+    // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
+    let mut optimizer = FlatAdam::new(&vs, 1e-5);
+    // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
+    let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
+    let mut log = RunLog::create(&run_name, &args, &device_name, &from);
+    let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
+
+    // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
+    let per_step = || (0..num_steps).map(|_| Tensor::new()).collect::<Vec<_>>();
+    let (mut obs, mut actions, mut logprobs, mut values) = (per_step(), per_step(), per_step(), per_step());
+    let mut noises = per_step(); // Noisy 3: the noise each step's action was chosen under, per env
+    let mut rewards = vec![vec![0f32; num_envs]; num_steps];
+    let mut dones = vec![vec![0f32; num_envs]; num_steps];
+
+    // start the game (with --resume: where the checkpoint stood, in fresh episodes)
+    let mut global_step = from.global_step;
+    envs.reset(Some(from.seed));
+    let mut next_done = vec![0f32; num_envs];
+    let mut action_buf = vec![0i64; num_envs];
+    let draw = || Tensor::randn([num_envs as i64, agent.noise_dims.0], (Kind::Float, device));
+    let mut env_noise = draw(); // Noisy 3: each env's own, kept until its episode ends
+    let mut adapted_lr = from.learning_rate.unwrap_or(args.learning_rate); // Extra 1: --adaptive-lr's rate
+
+    for iteration in from.iteration + 1..=num_iterations {
+        // Core 4: learning-rate annealing, linearly to 0
+        let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
+        let lr = if args.anneal_lr { frac * args.learning_rate } else { args.learning_rate };
+        // Aux 1: clip-range annealing, with the same fraction
+        let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
+        let lr = if args.adaptive_lr { adapted_lr } else { lr }; // Extra 1: instead of Core 4
+
+        for step in 0..num_steps {
+            global_step += num_envs as u64;
+            let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
+            obs[step] = next_obs.shallow_clone();
+            dones[step].copy_from_slice(&next_done);
+            // Noisy 3: an env whose episode ended draws new noise (the report: resampled when the env resets)
+            if next_done.contains(&1.0) {
+                let ended = Tensor::from_slice(&next_done).to_device(device).view([-1, 1]).gt(0.0);
+                env_noise = draw().where_self(&ended, &env_noise);
+            }
+            noises[step] = env_noise.shallow_clone();
+
+            let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, &env_noise, None));
+            values[step] = value;
+            // the step's one copy down: the actions, for the envs
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
+            actions[step] = action;
+            logprobs[step] = logprob;
+
+            // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
+            // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
+            envs.step(Action::Discrete(&action_buf));
+            rewards[step].copy_from_slice(&envs.rewards);
+            // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
+            for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
+                *done = (*term || *trunc) as u8 as f32;
+            }
+            log.episodes(global_step, &envs.finished);
+        }
+
+        // bootstrap value if not done; the values come down to the host once per rollout, for GAE
+        let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
+        let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs, &env_noise)));
+        let b_values = Tensor::cat(&values, 0).view([-1]); // row step * num_envs + env
+        let values_host = to_host(&b_values);
+        // Core 5: GAE, as a plain loop on the host
+        let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
+        let mut advantages = vec![0f32; batch_size];
+        let mut lastgaelam = vec![0f32; num_envs];
+        for t in (0..num_steps).rev() {
+            for e in 0..num_envs {
+                let (nextnonterminal, nextvalues) = if t == num_steps - 1 {
+                    (1.0 - next_done[e], next_value[e])
+                } else {
+                    (1.0 - dones[t + 1][e], values_host[(t + 1) * num_envs + e])
+                };
+                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t * num_envs + e];
+                lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
+                advantages[t * num_envs + e] = lastgaelam[e];
+            }
+        }
+        let returns: Vec<f32> = advantages.iter().zip(&values_host).map(|(a, v)| a + v).collect();
+
+        // flatten the batch: row step * num_envs + env, as CleanRL's reshape
+        let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
+        let (b_actions, b_noise) = (Tensor::cat(&actions, 0), Tensor::cat(&noises, 0));
+        let old_log_probs = args.adaptive_lr.then(|| tch::no_grad(|| agent.log_probs(&b_obs, &b_noise))); // Extra 1
+        let b_advantages = Tensor::from_slice(&advantages).to_device(device);
+        let b_returns = Tensor::from_slice(&returns).to_device(device);
+
+        // Optimizing the policy and value network
+        let learning_start = std::time::Instant::now();
+        // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
+        let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
+        let [mut old_approx_kl, mut approx_kl] = [(); 2].map(|()| Tensor::new());
+        let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
+        for _epoch in 0..args.update_epochs {
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch
+            let b_inds = ppo_details::shuffled(batch_size, device); // torch.randperm (PPO_TRACE records it)
+            for start in (0..batch_size).step_by(minibatch_size) {
+                let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
+                let [_, newlogprob, entropy, newvalue] = // Noisy 3: each sample under the noise that chose its action
+                    agent.get_action_and_value(&b_obs.i(&mb_inds), &b_noise.i(&mb_inds), Some(&b_actions.i(&mb_inds)));
+                let logratio = &newlogprob - b_logprobs.i(&mb_inds);
+                let ratio = logratio.exp();
+
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), |ratio - 1|
+                old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
+                approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
+                ratio_devs.push(tch::no_grad(|| (&ratio - 1.0).abs()));
+
+                let mut mb_advantages = b_advantages.i(&mb_inds);
+                if args.norm_adv {
+                    // Core 7: per-minibatch advantage normalization (torch's std: unbiased, n - 1, as CleanRL's)
+                    mb_advantages =
+                        (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
+                }
+
+                // Core 8: clipped surrogate objective
+                let pg_loss1 = -&mb_advantages * &ratio;
+                let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef);
+                pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
+
+                let newvalue = newvalue.view([-1]);
+                let mb_returns = &b_returns.i(&mb_inds);
+                v_loss = if args.clip_vloss {
+                    // Core 9: value-function loss clipping
+                    let mb_values = &b_values.i(&mb_inds);
+                    let v_loss_unclipped = (&newvalue - mb_returns).square();
+                    let v_clipped = mb_values + (&newvalue - mb_values).clamp(-clip_coef, clip_coef);
+                    let v_loss_clipped = (v_clipped - mb_returns).square();
+                    0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
+                } else {
+                    0.5 * (&newvalue - mb_returns).square().mean(Kind::Float)
+                };
+
+                // Core 10: one loss with an entropy bonus, one optimizer
+                entropy_loss = entropy.mean(Kind::Float);
+                loss = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
+
+                optimizer.zero_grad();
+                loss.backward();
+                // Core 11: global gradient-norm clipping
+                grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
+                optimizer.step(lr);
+            }
+            // Aux 3: early stopping once the KL of the last minibatch passes the target
+            if args.target_kl.is_some_and(|target_kl| approx_kl.double_value(&[]) > target_kl) {
+                break;
+            }
+        }
+
+        // Extra 1: the KL of the rollout's policy to the updated one, Σ_a π_old log(π_old / π) (the report's 3.6)
+        let adaptive_kl = old_log_probs.map_or(f64::NAN, |old| {
+            let new = tch::no_grad(|| agent.log_probs(&b_obs, &b_noise));
+            (old.exp() * (&old - new)).sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float).double_value(&[])
+        });
+
+        // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
+        let var_y = var(returns.iter().map(|&y| y as f64));
+        let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
+        let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
+
+        // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
+        // every ratio exactly 1: the tests check)
+        let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
+        // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
+        let row = [
+            ("iteration", OnHost(iteration as f64)),
+            ("global_step", OnHost(global_step as f64)),
+            ("charts/learning_rate", OnHost(lr)),
+            ("charts/clip_coef", OnHost(clip_coef)),
+            ("losses/value_loss", OnDevice(&v_loss)),
+            ("losses/policy_loss", OnDevice(&pg_loss)),
+            ("losses/entropy", OnDevice(&entropy_loss)),
+            ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
+            ("losses/approx_kl", OnDevice(&approx_kl)),
+            ("losses/clipfrac", OnDevice(&clipfrac(&Tensor::cat(&ratio_devs, 0)))),
+            ("losses/explained_variance", OnHost(explained_var)),
+            ("debug/first_mb_max_ratio_dev", OnDevice(&ratio_devs[0].max())),
+            ("debug/first_mb_clipfrac", OnDevice(&clipfrac(&ratio_devs[0]))),
+            ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
+            ("debug/adaptive_kl", OnHost(adaptive_kl)),
+        ];
+        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
+        log.update(&row, &loss, envs.take_step_seconds(), learning_start);
+        log.checkpoint(&optimizer, &[]);
+        adapted_lr = adapt_lr(lr, adaptive_kl, args.desired_kl); // Extra 1: the next update's rate
+    }
+
+    if args.run.save_model {
+        // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
+        let mean = Tensor::zeros([1, agent.noise_dims.0], (Kind::Float, device)); // Noisy 4: the mean weights
+        let model_path = log.save(&vs, &args.run.exp_name);
+        vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
+        let mut action = [0i64];
+        log.eval(&play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
+            let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
+            let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs, &mean, None));
+            a.to_device(Device::Cpu).copy_data(&mut action, 1);
+            env.step(Action::Discrete(&action));
+        }));
+    }
+}
+
+/// Extra 1: the TUM report's rule (3.6), from an update's KL d: the rate x2 when d < δ / 1.5, /2 when d > 1.5 δ, kept
+/// between; within rsl_rl's [1e-5, 1e-2] (not the report's: a settled policy's rate would double without bound)
+fn adapt_lr(lr: f64, kl: f64, desired_kl: f64) -> f64 {
+    let band = (kl >= desired_kl / 1.5) as usize + (kl > desired_kl * 1.5) as usize; // below, in, above the band
+    (lr * [2.0, 1.0, 0.5][band]).clamp(1e-5, 1e-2)
+}
