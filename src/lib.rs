@@ -31,7 +31,7 @@ pub use checkpoint::Start;
 pub use cli::{parse_args, unix_time, Experiment, RunArgs};
 pub use device::{pick_device, torch_deterministic, Network};
 pub use logs::{read_host, Logged, RunLog};
-pub use optim::{adapt_lr, FlatAdam};
+pub use optim::FlatAdam;
 pub use trace::{shuffled, Trace};
 
 use envs::VecEnv;
@@ -66,15 +66,6 @@ pub fn upload(obs: &[f32], dim: i64, pixels: bool, device: Device) -> Tensor {
 /// Every core of this machine: the thread default of the binaries with a CNN or many envs.
 pub fn all_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// KL(old ‖ new) of two diagonal Gaussian policies in closed form, as
-/// `torch.distributions.kl_divergence(Normal(mu_old, std_old), Normal(mu, std))`: summed over the
-/// action's components, averaged over rows (rows of `mu_old`/`mu`; the log stds broadcast).
-pub fn gaussian_kl(mu_old: &Tensor, logstd_old: &Tensor, mu: &Tensor, logstd: &Tensor) -> Tensor {
-    let (var_old, var) = ((logstd_old * 2.0).exp(), (logstd * 2.0).exp());
-    let kl: Tensor = logstd - logstd_old + (var_old + (mu_old - mu).square()) / (var * 2.0) - 0.5;
-    kl.sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float)
 }
 
 /// One action per row of `probs`, as `torch.distributions.Categorical(probs).sample()` (tch has no
@@ -198,22 +189,6 @@ macro_rules! experiment {
 #[cfg(test)]
 mod tests {
     use tch::Tensor;
-
-    /// The closed form against values worked by hand: equal policies 0; a mean moved by 1 at std 1,
-    /// 1/2 per component; std doubled at equal means, ln 2 + 1/8 - 1/2; rows averaged.
-    #[test]
-    fn gaussian_kl_is_the_normal_distributions_kl() {
-        let kl = |mu_old: &[f32], ls_old: f32, mu: &[f32], ls: f32| {
-            let rows = |m: &[f32]| Tensor::from_slice(m).view([-1, 2]);
-            let (ls_old, ls) = (Tensor::from_slice(&[ls_old, ls_old]), Tensor::from_slice(&[ls, ls]));
-            super::gaussian_kl(&rows(mu_old), &ls_old, &rows(mu), &ls).double_value(&[])
-        };
-        assert_eq!(kl(&[0.3, -1.0], 0.2, &[0.3, -1.0], 0.2), 0.0);
-        assert!((kl(&[0.0, 0.0], 0.0, &[1.0, 1.0], 0.0) - 1.0).abs() < 1e-6);
-        let doubled = 2.0 * (2f64.ln() + 0.125 - 0.5);
-        assert!((kl(&[0.0, 0.0], 0.0, &[0.0, 0.0], 2f32.ln()) - doubled).abs() < 1e-6);
-        assert!((kl(&[0.0, 0.0, 0.0, 0.0], 0.0, &[0.0, 0.0, 1.0, 1.0], 0.0) - 0.5).abs() < 1e-6);
-    }
 
     /// The sampler at chosen draws: at u = 0 and just below 1, with actions of probability 0 at the
     /// start, in the middle and at the end, it returns the first action whose cumulative probability

@@ -101,36 +101,10 @@ fn lstm_weights_first(vs: &nn::VarStore) {
     vars.trainable_variables.sort_by_key(|v| rank(&v.tensor));
 }
 
-/// rsl_rl's KL-adaptive learning rate (TUM report 3.6): the rate / 1.5 when the policy's KL is above
-/// twice `desired_kl` (not below 1e-5), x 1.5 when it is positive and below half of it (not above
-/// 1e-2), unchanged otherwise. A schedule, as torch's lr_scheduler: the binaries say when to call it.
-pub fn adapt_lr(lr: f64, kl: f64, desired_kl: f64) -> f64 {
-    if kl > 2.0 * desired_kl {
-        (lr / 1.5).max(1e-5)
-    } else if kl > 0.0 && kl < desired_kl / 2.0 {
-        (lr * 1.5).min(1e-2)
-    } else {
-        lr
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use tch::{nn::RNN, Device};
-
-    /// rsl_rl's rule at and around its thresholds (desired KL 0.01): down above 0.02, up below 0.005
-    /// (not at a KL of 0, the unmoved policy's), within [1e-5, 1e-2].
-    #[test]
-    fn adapt_lr_is_rsl_rls_rule() {
-        assert_eq!(adapt_lr(1e-3, 0.03, 0.01), 1e-3 / 1.5);
-        assert_eq!(adapt_lr(1e-3, 0.02, 0.01), 1e-3);
-        assert_eq!(adapt_lr(1e-3, 0.004, 0.01), 1e-3 * 1.5);
-        assert_eq!(adapt_lr(1e-3, 0.005, 0.01), 1e-3);
-        assert_eq!(adapt_lr(1e-3, 0.0, 0.01), 1e-3);
-        assert_eq!(adapt_lr(1.2e-5, 0.03, 0.01), 1e-5);
-        assert_eq!(adapt_lr(9e-3, 0.001, 0.01), 1e-2);
-    }
 
     /// What ATen's `try_get_weight_buf` checks before cuDNN may use an LSTM's weights in place: one
     /// storage, starting at its offset 0 with weight_ih, then weight_hh, bias_ih, bias_hh (layer by

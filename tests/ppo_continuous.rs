@@ -133,7 +133,7 @@ fn adaptive_lr_follows_the_rule_from_the_logged_kl() {
             for (i, (&rate, &kl)) in rates.iter().zip(&kls).enumerate() {
                 assert_eq!(
                     rate,
-                    ppo_details::adapt_lr(prev, kl, 0.01),
+                    common::adapt_lr("rsl-rl", prev, kl, 0.01),
                     "update {}: KL {kl}, previous rate {prev}",
                     i + 1
                 );
@@ -190,6 +190,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
             (&["--env-id", "CartPole-v1"], &[], "run it with ppo or ppo_noisy or ppo_lstm or ppo_lstm_workers;"),
             (&["--num-steps", "100", "--num-minibatches", "32"], &[], "divisible"),
             (&["--adaptive-lr", "--anneal-lr"], &[], "without --anneal-lr"),
+            (&["--adaptive-lr-rule", "rsl"], &[], "'rsl' for '--adaptive-lr-rule"),
             (&["--capture-video"], &[], "cannot draw itself"),
             (&["--adaptive-lr", "--anneal-lr=false"], &[], "without --anneal-lr"),
             (&["--desired-kl", "0"], &[], "'0' for '--desired-kl"),
@@ -251,15 +252,54 @@ fn learns_inverted_pendulum_with_defaults() {
     assert!(means.iter().filter(|&&m| m >= 900.0).count() >= 2, "mean of the last 20 returns per seed: {means:?}");
 }
 
-/// Extra 1: the tests' reference of rsl_rl's rule (which the binary's logged rates must follow,
-/// above) on known KL values, desired 0.01.
+/// Extra 1: the tests' reference of both rules (which the binaries' logged rates must follow) on values
+/// worked by hand, desired 0.01: both directions, the dead band and its edges, the floor and the cap.
 #[test]
-fn the_reference_rule_lowers_raises_floors_and_caps() {
-    let rule = ppo_details::adapt_lr;
-    assert_eq!(rule(3e-4, 0.05, 0.01), 3e-4 / 1.5, "above 2 x desired: down");
-    assert_eq!(rule(3e-4, 0.002, 0.01), 3e-4 * 1.5, "positive, below desired / 2: up");
-    assert_eq!(rule(3e-4, 0.01, 0.01), 3e-4, "in between: unchanged");
-    assert_eq!(rule(3e-4, 0.0, 0.01), 3e-4, "zero: unchanged");
-    assert_eq!(rule(1.2e-5, 1.0, 0.01), 1e-5, "floor");
-    assert_eq!(rule(8e-3, 1e-4, 0.01), 1e-2, "cap");
+fn the_reference_rules_lower_raise_floor_and_cap() {
+    let rule = |lr, kl| common::adapt_lr("rsl-rl", lr, kl, 0.01);
+    assert_eq!(rule(3e-4, 0.05), 3e-4 / 1.5, "above 2 x desired: down");
+    assert_eq!(rule(3e-4, 0.002), 3e-4 * 1.5, "positive, below desired / 2: up");
+    assert_eq!(rule(3e-4, 0.01), 3e-4, "in between: unchanged");
+    assert_eq!(rule(3e-4, 0.02), 3e-4, "at 2 x desired: unchanged");
+    assert_eq!(rule(3e-4, 0.0), 3e-4, "zero: unchanged");
+    assert_eq!(rule(1.2e-5, 1.0), 1e-5, "floor");
+    assert_eq!(rule(8e-3, 1e-4), 1e-2, "cap");
+    let tum = |lr, kl| common::adapt_lr("tum", lr, kl, 0.01);
+    assert_eq!(tum(3e-4, 0.016), 1.5e-4, "above 1.5 x desired: halved");
+    assert_eq!(tum(3e-4, 0.006), 6e-4, "below desired / 1.5: doubled");
+    assert_eq!(tum(3e-4, 0.0), 6e-4, "zero: doubled (the report's rule has no exception)");
+    assert_eq!(tum(3e-4, 0.01), 3e-4, "in between: unchanged");
+    assert_eq!(tum(3e-4, 0.015), 3e-4, "at 1.5 x desired: unchanged");
+    assert_eq!(tum(1.5e-5, 1.0), 1e-5, "floor");
+    assert_eq!(tum(6e-3, 0.0), 1e-2, "cap");
+}
+
+/// Extra 1 with `--adaptive-lr-rule tum`: the TUM report's rule on the same minibatch KL, every logged
+/// rate the rule applied to the one before (one minibatch, two epochs: the first adaptation sees the
+/// unmoved policy, KL 0, and doubles the rate); with a large rate and ten epochs the KL passes the band
+/// and the rate comes down: it moves both ways; ratio == 1 holds.
+#[test]
+fn adaptive_lr_follows_the_tum_rule() {
+    let mut directions = std::collections::BTreeSet::new();
+    for (epochs, lr) in [("2", "1e-5"), ("10", "1e-2")] {
+        let args = ["--adaptive-lr", "--adaptive-lr-rule", "tum", "--num-steps", "256", "--num-minibatches", "1"];
+        let more =
+            ["--update-epochs", epochs, "--learning-rate", lr, "--env-id", "Pendulum-v1", "--total-timesteps", "5120"];
+        let r = run(BIN, &[&args[..], &more].concat());
+        r.assert_ok();
+        let u = r.csv("updates.csv");
+        let (rates, kls) = (u.col("charts/learning_rate"), u.col("debug/adaptive_kl"));
+        let mut prev: f64 = lr.parse().expect("a number");
+        for (i, (&rate, &kl)) in rates.iter().zip(&kls).enumerate() {
+            if epochs == "2" {
+                let after_first = common::adapt_lr("tum", prev, 0.0, 0.01);
+                assert_eq!(rate, common::adapt_lr("tum", after_first, kl, 0.01), "update {}: KL {kl}, {prev}", i + 1);
+            }
+            directions.insert(rate.partial_cmp(&prev).expect("finite rates"));
+            prev = rate;
+        }
+        assert!(u.col("debug/first_mb_max_ratio_dev").iter().all(|&d| d <= 1e-5));
+    }
+    assert!(directions.contains(&std::cmp::Ordering::Greater), "the rate never went up");
+    assert!(directions.contains(&std::cmp::Ordering::Less), "the rate never went down");
 }

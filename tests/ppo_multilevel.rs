@@ -187,7 +187,7 @@ fn one_level_is_plain_ppo() {
 /// one, starting from `--learning-rate`; the ratio == 1 check holds on every batch.
 #[test]
 fn adaptive_lr_follows_the_rule_from_the_finest_main_batchs_kl() {
-    let rule = |lr: f64, kl: f64| ppo_details::adapt_lr(lr, kl, 0.01);
+    let rule = |lr: f64, kl: f64| common::adapt_lr("rsl-rl", lr, kl, 0.01);
     let mut directions = std::collections::BTreeSet::new();
     for lr in ["1e-5", "1e-2"] {
         let levels = ["--levels", "15,30,61", "--level-steps", "20,5,5", "--level-minibatch-size", "200,50,50"];
@@ -268,6 +268,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
         &[
             (&["--levels", "30,15,61"], &[], "coarse to fine"),
             (&["--adaptive-lr", "--anneal-lr"], &[], "without --anneal-lr"),
+            (&["--adaptive-lr-rule", "rsl"], &[], "'rsl' for '--adaptive-lr-rule"),
             (&["--desired-kl", "0"], &[], "'0' for '--desired-kl"),
             (
                 &["--levels", "15,61", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10"],

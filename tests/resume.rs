@@ -423,7 +423,7 @@ fn the_adaptive_learning_rate_survives_a_resume() {
     ok(&run_in(work.path(), bin, &["--resume", dir.to_str().expect("utf-8"), "--total-timesteps", "256"]));
     let updates = Table::read(&dir.join("updates.csv"));
     let (rates, kls) = (updates.col("charts/learning_rate"), updates.col("debug/adaptive_kl"));
-    let rule = |lr: f64, kl: f64| ppo_details::adapt_lr(lr, kl, 0.01);
+    let rule = |lr: f64, kl: f64| common::adapt_lr("rsl-rl", lr, kl, 0.01);
     assert_eq!(rates.len(), 4);
     assert_eq!(rates[2], rule(rates[1], kls[2]), "the resumed update starts from the checkpoint's rate: {rates:?}");
     assert_ne!(rates[2], rule(3e-4, kls[2]), "(the check can tell the checkpoint's rate from --learning-rate)");

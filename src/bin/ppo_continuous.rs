@@ -46,6 +46,9 @@ struct Args {
     /// the KL between the rollout's policy and the current one that --adaptive-lr aims at
     #[arg(long, default_value_t = 0.01, value_parser = positive)]
     desired_kl: f64,
+    /// --adaptive-lr's rule: rsl-rl's, or the TUM report's (3.6: / 2 above 1.5 x --desired-kl, x 2 below it / 1.5)
+    #[arg(long, default_value = "rsl-rl", value_parser = ["rsl-rl", "tum"])]
+    adaptive_lr_rule: String,
     /// the discount factor gamma
     #[arg(long, default_value_t = 0.99, value_parser = unit_interval)]
     gamma: f64,
@@ -354,11 +357,11 @@ fn main() {
                 loss = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
 
                 if args.adaptive_lr {
-                    // Extra 1: KL-adaptive learning rate (TUM report 3.6, rsl_rl), from this minibatch's KL
+                    // Extra 1: KL-adaptive learning rate (TUM report 3.6; rsl_rl's rule or its), from this minibatch's KL
                     let mu = tch::no_grad(|| agent.actor_mean.forward(&b_obs.i(&mb_inds)));
-                    adaptive_kl = ppo_details::gaussian_kl(&b_mus.i(&mb_inds), &old_logstd, &mu, &agent.actor_logstd)
-                        .double_value(&[]);
-                    lr = ppo_details::adapt_lr(lr, adaptive_kl, args.desired_kl);
+                    adaptive_kl =
+                        gaussian_kl(&b_mus.i(&mb_inds), &old_logstd, &mu, &agent.actor_logstd).double_value(&[]);
+                    lr = adapt_lr(&args.adaptive_lr_rule, lr, adaptive_kl, args.desired_kl);
                 }
 
                 optimizer.zero_grad();
@@ -422,5 +425,29 @@ fn main() {
             a.to_device(Device::Cpu).copy_data(&mut action, n_actions as usize);
             env.step(Action::Continuous(&action));
         }));
+    }
+}
+
+/// Extra 1: KL(old ‖ new) of two diagonal Gaussian policies in closed form, as torch's
+/// `kl_divergence(Normal(mu_old, std_old), Normal(mu, std))`: summed over the action's components, averaged over rows.
+fn gaussian_kl(mu_old: &Tensor, logstd_old: &Tensor, mu: &Tensor, logstd: &Tensor) -> Tensor {
+    let (var_old, var) = ((logstd_old * 2.0).exp(), (logstd * 2.0).exp());
+    let kl: Tensor = logstd - logstd_old + (var_old + (mu_old - mu).square()) / (var * 2.0) - 0.5;
+    kl.sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float)
+}
+
+/// Extra 1: the next learning rate from the KL d and the desired KL δ, within [1e-5, 1e-2]. rsl_rl's rule: / 1.5 when
+/// d > 2δ, x 1.5 when 0 < d < δ / 2; the TUM report's (3.6): / 2 when d > 1.5δ, x 2 when d < δ / 1.5; else unchanged.
+fn adapt_lr(rule: &str, lr: f64, kl: f64, desired_kl: f64) -> f64 {
+    let (down, up, factor) = match rule {
+        "tum" => (kl > 1.5 * desired_kl, kl < desired_kl / 1.5, 2.0),
+        _ => (kl > 2.0 * desired_kl, kl > 0.0 && kl < desired_kl / 2.0, 1.5),
+    };
+    if down {
+        (lr / factor).max(1e-5)
+    } else if up {
+        (lr * factor).min(1e-2)
+    } else {
+        lr
     }
 }

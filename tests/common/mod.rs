@@ -306,3 +306,21 @@ pub fn assert_video_folder(run: &Run, prefix: &str, min_bytes: usize) -> PathBuf
     );
     dir
 }
+
+/// Extra 1's rules as the tests' reference (each binary writes its own where it acts): the next learning rate
+/// from the KL and the desired KL, within [1e-5, 1e-2]. rsl_rl's: / 1.5 above twice the desired KL, x 1.5 when
+/// positive and below half of it; the TUM report's (3.6): / 2 above 1.5 x, x 2 below it / 1.5.
+pub fn adapt_lr(rule: &str, lr: f64, kl: f64, desired_kl: f64) -> f64 {
+    let (down, up, factor) = match rule {
+        "tum" => (kl > 1.5 * desired_kl, kl < desired_kl / 1.5, 2.0),
+        "rsl-rl" => (kl > 2.0 * desired_kl, kl > 0.0 && kl < desired_kl / 2.0, 1.5),
+        other => panic!("no rule {other}"),
+    };
+    if down {
+        (lr / factor).max(1e-5)
+    } else if up {
+        (lr * factor).min(1e-2)
+    } else {
+        lr
+    }
+}
