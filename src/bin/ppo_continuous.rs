@@ -357,7 +357,7 @@ fn main() {
                 loss = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
 
                 if args.adaptive_lr {
-                    // Extra 1: KL-adaptive learning rate (TUM report 3.6; rsl_rl's rule or its), from this minibatch's KL
+                    // Extra 1: KL-adaptive learning rate (rsl_rl's or the TUM report's rule), from this minibatch's KL
                     let mu = tch::no_grad(|| agent.actor_mean.forward(&b_obs.i(&mb_inds)));
                     adaptive_kl =
                         gaussian_kl(&b_mus.i(&mb_inds), &old_logstd, &mu, &agent.actor_logstd).double_value(&[]);

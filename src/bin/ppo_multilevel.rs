@@ -448,7 +448,7 @@ fn main() {
                 }
 
                 if let Some(old_mus) = &old_mus {
-                    // Extra 1: KL-adaptive learning rate (TUM report 3.6; rsl_rl's rule or its), from the KL of the finest
+                    // Extra 1: KL-adaptive learning rate (rsl_rl's or the TUM report's rule), from the KL of the finest
                     // main batch's minibatch (the same rows of its level's permutation)
                     let size = args.level_minibatch_size[batches[fine].level] as i64;
                     let rows = perms[batches[fine].level].narrow(0, start as i64 * size, size);
