@@ -81,8 +81,7 @@ struct Args {
     /// independent Gaussian noise, one draw per weight, instead of factorised noise (one per input and output)
     #[arg(long, default_value_t = false)]
     independent_noise: bool,
-    /// adapt the learning rate to each update's KL (TUM report 3.6: x2 below desired-kl / 1.5, /2 above 1.5 x it),
-    /// instead of --anneal-lr
+    /// adapt the rate to each update's KL instead of annealing it (TUM report 3.6: x2 below desired-kl / 1.5, /2 above)
     #[arg(long, default_value_t = false)]
     adaptive_lr: bool,
     /// the KL between the rollout's policy and the updated one that --adaptive-lr aims at
@@ -143,8 +142,7 @@ impl Layer {
     }
 }
 
-/// A 64-64 tanh MLP of three `Layer`s (layers 0, 2, 4: CleanRL's names, critic.0.weight), under a noise row cut
-/// into its layers' noise, one after another
+/// Three `Layer`s with tanh between, under a noise row cut into its layers' noise, one after another
 fn mlp(layers: &[Layer], x: &Tensor, noise: &Tensor) -> Tensor {
     let (mut x, mut at) = (x.shallow_clone(), 0);
     for (i, layer) in layers.iter().enumerate() {
@@ -158,18 +156,18 @@ fn mlp(layers: &[Layer], x: &Tensor, noise: &Tensor) -> Tensor {
 struct Agent {
     critic: Vec<Layer>,
     actor: Vec<Layer>,
-    /// Noisy 2: a noise row's length, its critic's part (first) and its actor's
-    noise_dims: (i64, i64, i64),
+    noise_dims: (i64, i64, i64), // Noisy 2: a noise row's length, its critic's part (first) and its actor's
 }
 
 impl Agent {
     fn new(p: &nn::Path, obs_dim: i64, n_actions: i64, noisy: &str, independent: bool) -> Agent {
-        // each network a 64-64 tanh MLP; its last layer's size and gain differ. Noisy 2: --noisy picks the networks
+        // each network a 64-64 tanh MLP; its last layer's size and gain differ. Layers 0, 2, 4: nn.Sequential's
+        // indices (tanh at 1, 3), so saved weights get CleanRL's names (critic.0.weight)
         let mlp = |p: nn::Path, out_dim: i64, std: f64, noisy: bool| {
             let layer = |i: i64, n, m, std| Layer::new(&p / i, n, m, std, noisy, independent);
             vec![layer(0, obs_dim, 64, 2f64.sqrt()), layer(2, 64, 64, 2f64.sqrt()), layer(4, 64, out_dim, std)]
         };
-        let critic = mlp(p / "critic", 1, 1.0, ["value", "both"].contains(&noisy));
+        let critic = mlp(p / "critic", 1, 1.0, ["value", "both"].contains(&noisy)); // Noisy 2: --noisy's networks
         let actor = mlp(p / "actor", n_actions, 0.01, ["policy", "both"].contains(&noisy));
         let dim = |net: &[Layer]| net.iter().map(|layer| layer.noise_dim).sum::<i64>();
         Agent { noise_dims: (dim(&critic) + dim(&actor), dim(&critic), dim(&actor)), critic, actor }
@@ -179,7 +177,6 @@ impl Agent {
         mlp(&self.critic, x, &noise.narrow(1, 0, self.noise_dims.1))
     }
 
-    /// The log-probabilities of every action (Extra 1's KL needs them all)
     fn log_probs(&self, x: &Tensor, noise: &Tensor) -> Tensor {
         mlp(&self.actor, x, &noise.narrow(1, self.noise_dims.1, self.noise_dims.2)).log_softmax(-1, Kind::Float)
     }
@@ -307,7 +304,7 @@ fn main() {
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
         let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
-        let (b_actions, b_noise) = (Tensor::cat(&actions, 0), Tensor::cat(&noises, 0));
+        let (b_actions, b_noise) = (Tensor::cat(&actions, 0), Tensor::cat(&noises, 0)); // Noisy 3: each sample's
         let old_log_probs = args.adaptive_lr.then(|| tch::no_grad(|| agent.log_probs(&b_obs, &b_noise))); // Extra 1
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
         let b_returns = Tensor::from_slice(&returns).to_device(device);
@@ -323,7 +320,7 @@ fn main() {
             let b_inds = ppo_details::shuffled(batch_size, device); // torch.randperm (PPO_TRACE records it)
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
-                let [_, newlogprob, entropy, newvalue] = // Noisy 3: each sample under the noise that chose its action
+                let [_, newlogprob, entropy, newvalue] =
                     agent.get_action_and_value(&b_obs.i(&mb_inds), &b_noise.i(&mb_inds), Some(&b_actions.i(&mb_inds)));
                 let logratio = &newlogprob - b_logprobs.i(&mb_inds);
                 let ratio = logratio.exp();
