@@ -77,3 +77,51 @@ fn runs_of_different_lengths_are_drawn_to_the_longest() {
     let want = format!("CartPole-v1, ppo (2 runs: 2 to {short_end}, 1 to {long_end}): mean drawn to {long_end}");
     assert!(stdout.contains(&want), "expected '{want}' in: {stdout}");
 }
+
+/// The two tables the scripts write: scripts/bench_workers' (miniDRL's three scaling figures) and
+/// scripts/study_cartpole's runs (the solved fraction against episodes); a table without its columns is
+/// one line, exit code 2.
+#[test]
+fn plot_draws_the_scripts_tables() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let write = |name: &str, text: &str| {
+        let path = work.path().join(name);
+        std::fs::write(&path, text).expect("table written");
+        path
+    };
+    let workers = write(
+        "workers.csv",
+        "series,workers,envs_per_worker,batch,sps,experience_sps,learning_sps,rounds\n\
+         ppo_lstm_fixed_envs,1,4,512,2600,9400,4000,3\nfixed_envs,1,4,512,3300,15000,4300,3\n\
+         ppo_lstm_fixed_envs,2,4,1024,4100,17700,5300,3\nfixed_envs,2,4,1024,3800,22000,4400,3\n\
+         ppo_lstm_one_worker,1,8,1024,4200,18000,5500,3\none_worker,1,8,1024,5300,28900,6400,3\n",
+    );
+    let runs = write(
+        "runs.csv",
+        "table,setting,seed,solved,episodes,steps\nlr,0.01,1,1,200,30000\nlr,0.01,2,0,,900000\nnoise,both,1,1,900,99000\n",
+    );
+    let bad = write("bad.csv", "a,b\n1,2\n");
+    for (flag, table, ok) in [("--workers-table", &workers, true), ("--solved-table", &runs, true)]
+        .into_iter()
+        .chain([("--workers-table", &bad, false), ("--solved-table", &bad, false)])
+    {
+        let out = work.path().join("out.png");
+        let _ = std::fs::remove_file(&out);
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_plot"))
+            .arg(flag)
+            .arg(table)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("plot starts");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if ok {
+            assert!(output.status.success(), "{flag}: {stderr}");
+            assert!(std::fs::read(&out).expect("PNG written").starts_with(b"\x89PNG"), "{flag}");
+        } else {
+            assert_eq!(output.status.code(), Some(2), "{flag}: {stderr}");
+            assert_eq!(stderr.trim_end().lines().count(), 1, "{flag}: {stderr}");
+            assert!(stderr.contains("no column"), "{flag}: {stderr}");
+        }
+    }
+}
