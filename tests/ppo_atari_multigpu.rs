@@ -3,7 +3,7 @@
 
 mod common;
 use common::{assert_bad_input, assert_ratio_one_and_small_kl, run, run_with_env, Run, Table, TIMING_COLUMNS};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ppo_atari_multigpu");
@@ -94,7 +94,7 @@ fn a_killed_rank_stops_the_job_and_keeps_the_metrics() {
     let workdir = tempfile::tempdir().expect("temp dir");
     let dir = workdir.path().to_path_buf();
     let args = ["--local-num-envs", "2", "--num-steps", "32", "--total-timesteps", "1000000", "--torch-threads", "1"];
-    let mut child =
+    let child =
         common::mpirun(&dir, BIN, &[], &args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("mpirun");
     // wait for rank 0's second update, then kill rank 1
     let updates = || std::fs::read_dir(dir.join("runs")).ok()?.next()?.ok().map(|e| e.path().join("updates.csv"));
@@ -104,26 +104,7 @@ fn a_killed_rank_stops_the_job_and_keeps_the_metrics() {
         assert!(start.elapsed() < Duration::from_secs(120), "no second update in 2 minutes");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let rank_1 = std::fs::read_dir("/proc")
-        .expect("/proc")
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .find(|pid| {
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            cmdline.starts_with(BIN.as_bytes())
-                && environ.split(|&b| b == 0).any(|v| v == b"OMPI_COMM_WORLD_RANK=1")
-                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir)
-        })
-        .expect("rank 1's process");
-    let killed = Instant::now();
-    Command::new("kill").args(["-9", &rank_1.to_string()]).status().expect("kill");
-    let output = loop {
-        if child.try_wait().expect("mpirun").is_some() {
-            break child.wait_with_output().expect("mpirun's output");
-        }
-        assert!(killed.elapsed() < Duration::from_secs(30), "the job still runs 30 s after rank 1 died");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let output = common::kill_rank_and_wait(child, BIN, &dir, 1);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(stderr.contains("process rank 1") && stderr.contains("signal 9"), "{stderr}");

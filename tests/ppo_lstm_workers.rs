@@ -5,7 +5,7 @@
 mod common;
 use common::{assert_bad_input, assert_ratio_one_and_small_kl, run, run_with_env, Run, Table, TIMING_COLUMNS};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ppo_lstm_workers");
@@ -137,7 +137,7 @@ fn a_killed_worker_stops_the_job_and_resume_continues() {
     let workdir = tempfile::tempdir().expect("temp dir");
     let dir = workdir.path().to_path_buf();
     let args = [NO_VEL, &["--total-timesteps", "10240", "--checkpoint-interval", "1"]].concat();
-    let mut child = common::mpirun_np(&dir, 3, BIN, &[], &args)
+    let child = common::mpirun_np(&dir, 3, BIN, &[], &args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -148,26 +148,7 @@ fn a_killed_worker_stops_the_job_and_resume_continues() {
         assert!(start.elapsed() < Duration::from_secs(120), "no second update in 2 minutes");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let worker = std::fs::read_dir("/proc")
-        .expect("/proc")
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .find(|pid| {
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            cmdline.starts_with(BIN.as_bytes())
-                && environ.split(|&b| b == 0).any(|v| v == b"OMPI_COMM_WORLD_RANK=2")
-                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir)
-        })
-        .expect("worker 2's process");
-    let killed = Instant::now();
-    Command::new("kill").args(["-9", &worker.to_string()]).status().expect("kill");
-    let output = loop {
-        if child.try_wait().expect("mpirun").is_some() {
-            break child.wait_with_output().expect("mpirun's output");
-        }
-        assert!(killed.elapsed() < Duration::from_secs(30), "the job still runs 30 s after worker 2 died");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let output = common::kill_rank_and_wait(child, BIN, &dir, 2);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(stderr.contains("process rank 2") && stderr.contains("signal 9"), "{stderr}");

@@ -324,3 +324,34 @@ pub fn adapt_lr(rule: &str, lr: f64, kl: f64, desired_kl: f64) -> f64 {
         lr
     }
 }
+
+/// Kills rank `rank` of an `mpirun` job of `bin` running in `dir` with SIGKILL (found by its command
+/// line, its `OMPI_COMM_WORLD_RANK` and its working directory), and waits for `child`, the job: its
+/// output, once it has ended, which must be within 30 seconds.
+pub fn kill_rank_and_wait(child: std::process::Child, bin: &str, dir: &Path, rank: usize) -> std::process::Output {
+    let mut child = child;
+    let wanted = format!("OMPI_COMM_WORLD_RANK={rank}");
+    let pid = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            cmdline.starts_with(bin.as_bytes())
+                && environ.split(|&b| b == 0).any(|v| v == wanted.as_bytes())
+                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir)
+        })
+        .unwrap_or_else(|| panic!("rank {rank}'s process"));
+    let killed = std::time::Instant::now();
+    Command::new("kill").args(["-9", &pid.to_string()]).status().expect("kill");
+    loop {
+        if child.try_wait().expect("mpirun").is_some() {
+            return child.wait_with_output().expect("mpirun's output");
+        }
+        assert!(
+            killed.elapsed() < std::time::Duration::from_secs(30),
+            "the job still runs 30 s after rank {rank} died"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
