@@ -98,7 +98,8 @@ fn plot_draws_the_scripts_tables() {
     );
     let runs = write(
         "runs.csv",
-        "table,setting,seed,solved,episodes,steps\nlr,0.01,1,1,200,30000\nlr,0.01,2,0,,900000\nnoise,both,1,1,900,99000\n",
+        "table,setting,seed,solved,episodes,steps\n\
+         lr,0.01,1,1,200,30000\nlr,0.01,2,0,,900000\nnoise,both,1,1,900,99000\n",
     );
     let bad = write("bad.csv", "a,b\n1,2\n");
     for (flag, table, ok) in [("--workers-table", &workers, true), ("--solved-table", &runs, true)]
