@@ -170,7 +170,7 @@ impl Agent {
 
 fn main() {
     // Aux 2: one process per rank, all started by mpirun (without it: one rank)
-    let universe = mpi::initialize().unwrap_or_else(|| fail(1, "MPI was initialized twice"));
+    let universe = ppo_details::ranks::initialize(); // MPI (a panic ends the job: no rank waits forever)
     let world = universe.world();
     let (rank, world_size) = (world.rank() as usize, world.size() as usize);
     ppo_details::says_bad_input(rank == 0); // every rank finds the same bad input: rank 0 alone says so
