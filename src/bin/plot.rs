@@ -60,15 +60,23 @@ enum XAxis {
     Seconds,
 }
 
+/// A CSV file's reader, and the index of each named column of its header (an error naming the file and
+/// the column when there is none).
+type Columns = Box<dyn Fn(&str) -> Result<usize, String>>;
+fn open_table(path: &Path) -> Result<(csv::Reader<std::fs::File>, Columns), String> {
+    let mut reader = csv::Reader::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let header = reader.headers().map_err(|e| format!("{}: {e}", path.display()))?.clone();
+    let path = path.display().to_string();
+    let col =
+        move |name: &str| header.iter().position(|h| h == name).ok_or_else(|| format!("{path}: no column {name}"));
+    Ok((reader, Box::new(col)))
+}
+
 /// For each update of a run: its global step and the seconds of collection and learning up to
 /// its end (from updates.csv).
 fn read_elapsed(dir: &Path) -> Result<Vec<(f64, f64)>, String> {
     let path = dir.join("updates.csv");
-    let mut reader = csv::Reader::from_path(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let header = reader.headers().map_err(|e| format!("{}: {e}", path.display()))?.clone();
-    let col = |name: &str| {
-        header.iter().position(|h| h == name).ok_or_else(|| format!("{}: no column {name}", path.display()))
-    };
+    let (mut reader, col) = open_table(&path)?;
     let (step, collect, learn) =
         (col("global_step")?, col("timing/collection_seconds")?, col("timing/learning_seconds")?);
     let mut elapsed = 0.0;
@@ -93,11 +101,7 @@ struct Curve {
 
 /// The (x, y) pairs of two named columns of a CSV file, one per row.
 fn read_xy(path: &Path, x: &str, y: &str) -> Result<Vec<(f64, f64)>, String> {
-    let mut reader = csv::Reader::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let header = reader.headers().map_err(|e| format!("{}: {e}", path.display()))?.clone();
-    let col = |name: &str| {
-        header.iter().position(|h| h == name).ok_or_else(|| format!("{}: no column {name}", path.display()))
-    };
+    let (mut reader, col) = open_table(path)?;
     let (x, y) = (col(x)?, col(y)?);
     let mut out = Vec::new();
     for record in reader.records() {
@@ -285,11 +289,7 @@ fn main() {
 /// envs per worker, one worker) a panel of SPS, experience SPS and learning SPS against its x (the
 /// workers, or one worker's envs), and ppo_lstm's SPS with the same envs (series `ppo_lstm_<series>`).
 fn draw_workers_table(table: &Path, out: &Path) -> Result<(), String> {
-    let mut reader = csv::Reader::from_path(table).map_err(|e| format!("{}: {e}", table.display()))?;
-    let header = reader.headers().map_err(|e| format!("{}: {e}", table.display()))?.clone();
-    let col = |name: &str| {
-        header.iter().position(|h| h == name).ok_or_else(|| format!("{}: no column {name}", table.display()))
-    };
+    let (mut reader, col) = open_table(table)?;
     let (series, workers, envs) = (col("series")?, col("workers")?, col("envs_per_worker")?);
     let metrics = [("sps", "SPS"), ("experience_sps", "experience SPS"), ("learning_sps", "learning SPS")];
     let metric_cols = metrics.map(|(c, _)| col(c));
@@ -369,11 +369,7 @@ fn draw_workers_table(table: &Path, out: &Path) -> Result<(), String> {
 /// scripts/study_cartpole's runs: per table a panel, per setting the fraction of its runs solved by each
 /// episode (a run solved at episode n counts from n on), to the study's 2,500 episodes.
 fn draw_solved_table(table: &Path, out: &Path) -> Result<(), String> {
-    let mut reader = csv::Reader::from_path(table).map_err(|e| format!("{}: {e}", table.display()))?;
-    let header = reader.headers().map_err(|e| format!("{}: {e}", table.display()))?.clone();
-    let col = |name: &str| {
-        header.iter().position(|h| h == name).ok_or_else(|| format!("{}: no column {name}", table.display()))
-    };
+    let (mut reader, col) = open_table(table)?;
     let (table_col, setting_col, episodes_col) = (col("table")?, col("setting")?, col("episodes")?);
     // table -> setting (in the order first seen) -> each run's episodes to solved (None: unsolved)
     let mut runs: Vec<(String, Vec<(String, Vec<Option<f64>>)>)> = Vec::new();

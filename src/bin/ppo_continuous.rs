@@ -436,8 +436,8 @@ fn gaussian_kl(mu_old: &Tensor, logstd_old: &Tensor, mu: &Tensor, logstd: &Tenso
     kl.sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float)
 }
 
-/// Extra 1: the next learning rate from the KL d and the desired KL δ, within [1e-5, 1e-2]. rsl_rl's rule: / 1.5 when
-/// d > 2δ, x 1.5 when 0 < d < δ / 2; the TUM report's (3.6): / 2 when d > 1.5δ, x 2 when d < δ / 1.5; else unchanged.
+/// Extra 1: the next learning rate from the KL d and the desired KL δ, within [1e-5, 1e-2]. rsl_rl's rule: / 1.5
+/// when d > 2δ, x 1.5 when 0 < d < δ / 2; the TUM report's (3.6): / 2 when d > 1.5δ, x 2 when d < δ / 1.5.
 fn adapt_lr(rule: &str, lr: f64, kl: f64, desired_kl: f64) -> f64 {
     let (down, up, factor) = match rule {
         "tum" => (kl > 1.5 * desired_kl, kl < desired_kl / 1.5, 2.0),

@@ -103,8 +103,8 @@ fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
     nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
 }
 
-/// Noisy 1: a linear layer y = (μ_w + σ_w ⊙ ε_w) x + μ_b + σ_b ⊙ ε_b, ε a row per sample: per weight (independent)
-/// or ε_w = f(ε_out) f(ε_in)ᵀ, ε_b = f(ε_out), f(x) = sgn(x)√|x| (factorised). Without noise: layer_init's layer
+/// Noisy 1: a linear layer y = (μ_w + σ_w ⊙ ε_w) x + μ_b + σ_b ⊙ ε_b, ε a row per sample: per weight
+/// (independent) or ε_w = f(ε_out) f(ε_in)ᵀ, ε_b = f(ε_out), f(x) = sgn(x)√|x| (factorised). Else layer_init's
 struct Layer {
     mu: nn::Linear,
     sigma: Option<(Tensor, Tensor)>,
@@ -112,7 +112,7 @@ struct Layer {
 }
 
 impl Layer {
-    /// Noisy 1: μ ~ U(±1/√n), σ = 0.5/√n (factorised) or U(±√(3/n)), 0.017 (independent), Fortunato et al.'s, not
+    /// Noisy 1: μ ~ U(±1/√n), σ = 0.5/√n (factorised) or U(±√(3/n)), 0.017 (independent): Fortunato's, not
     /// Core 2's orthogonal init: their σ is set against this μ's scale (Core 2's actor head: 0.01)
     fn new(p: nn::Path, n: i64, m: i64, std: f64, noisy: bool, independent: bool) -> Layer {
         if !noisy {
