@@ -409,6 +409,25 @@ fn two_ranks_resume_from_rank_0s_checkpoint() {
     assert_eq!(alone.status.code(), Some(2), "{}", String::from_utf8_lossy(&alone.stderr));
 }
 
+/// `ppo_noisy --adaptive-lr` too: each update logs the rate its KL gave the next one, which the
+/// checkpoint keeps, so the first resumed update learns at the rate the run would have used.
+#[test]
+fn ppo_noisys_adaptive_learning_rate_survives_a_resume() {
+    let bin = env!("CARGO_BIN_EXE_ppo_noisy");
+    let work = tempfile::tempdir().expect("temp dir");
+    ok(&run_in(work.path(), bin, &["--adaptive-lr", "--total-timesteps", "1024"]));
+    let dir = run_dir(work.path());
+    ok(&run_in(work.path(), bin, &["--resume", dir.to_str().expect("utf-8"), "--total-timesteps", "2048"]));
+    let updates = Table::read(&dir.join("updates.csv"));
+    let (rates, kls) = (updates.col("charts/learning_rate"), updates.col("debug/adaptive_kl"));
+    let rule = |lr: f64, kl: f64| common::adapt_lr("tum", lr, kl, 0.01);
+    assert_eq!(rates.len(), 4);
+    for i in 1..4 {
+        assert_eq!(rates[i], rule(rates[i - 1], kls[i]), "update {}: {rates:?}, KL {kls:?}", i + 1);
+    }
+    assert_ne!(rates[1], 2.5e-4, "(the check can tell the checkpoint's rate from --learning-rate)");
+}
+
 /// `ppo_continuous --adaptive-lr` carries its learning rate from update to update: the checkpoint
 /// keeps it, so the first resumed update applies the rule to the rate the run stood at (one
 /// minibatch, two epochs: the first adaptation sees a KL of exactly 0 and changes nothing, the

@@ -1,7 +1,6 @@
 //! # ppo_noisy: PPO with Noisy Nets on classic control (the TUM report's 3.4, 3.6), a diff of `ppo.rs`
 //!
-//! `ppo.rs` with noisy linear layers (Fortunato et al. 2017) in the policy, the value network or both (`// Noisy N`),
-//! each env's noise kept until its episode ends, and the report's KL-adaptive learning rate (`// Extra 1`).
+//! Noisy layers (Fortunato et al. 2017), each env's noise kept for its episode (`// Noisy N`), a KL-adaptive rate.
 //! Run: `cargo run --release --bin ppo_noisy -- --noisy both --seed 1`; it writes `runs/<run-name>/` (docs/runs.md).
 //! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
@@ -108,82 +107,69 @@ fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
 struct Layer {
     mu: nn::Linear,
     sigma: Option<(Tensor, Tensor)>,
-    noise_dim: i64,
+    noise: std::ops::Range<i64>, // Noisy 2: its columns of the agent's noise row (all layers' noise in turn)
 }
 
 impl Layer {
     /// Noisy 1: μ ~ U(±1/√n), σ = 0.5/√n (factorised) or U(±√(3/n)), 0.017 (independent): Fortunato's, not
-    /// Core 2's orthogonal init: their σ is set against this μ's scale (Core 2's actor head: 0.01)
-    fn new(p: nn::Path, n: i64, m: i64, std: f64, noisy: bool, independent: bool) -> Layer {
-        if !noisy {
-            return Layer { mu: layer_init(p, n, m, std), sigma: None, noise_dim: 0 };
-        }
+    /// layer_init's orthogonal one: their σ is set against this μ's scale (layer_init's actor head: std 0.01)
+    fn new(p: nn::Path, n: i64, m: i64, std: f64, noisy: Option<bool>, at: &mut i64) -> Layer {
+        let Some(independent) = noisy else { return Layer { mu: layer_init(p, n, m, std), sigma: None, noise: 0..0 } };
         let root_n = (n as f64).sqrt();
         let (bound, sigma) = if independent { (3f64.sqrt() / root_n, 0.017) } else { (1.0 / root_n, 0.5 / root_n) };
-        let u = nn::Init::Uniform { lo: -bound, up: bound };
+        let (u, init) = (nn::Init::Uniform { lo: -bound, up: bound }, nn::Init::Const(sigma));
         let mu = nn::linear(&p, n, m, nn::LinearConfig { ws_init: u, bs_init: Some(u), bias: true });
-        let (init, noise_dim) = (nn::Init::Const(sigma), if independent { m * n + m } else { n + m });
-        Layer { mu, sigma: Some((p.var("sigma_weight", &[m, n], init), p.var("sigma_bias", &[m], init))), noise_dim }
+        let noise = *at..*at + if independent { m * n + m } else { n + m };
+        *at = noise.end;
+        Layer { mu, sigma: Some((p.var("sigma_weight", &[m, n], init), p.var("sigma_bias", &[m], init))), noise }
     }
 
     /// Noisy 3: each sample (row of x) under its own noise (row of `noise`: its env's when it acted)
     fn forward(&self, x: &Tensor, noise: &Tensor) -> Tensor {
-        let (Some((sigma_w, sigma_b)), Ok((m, n))) = (&self.sigma, self.mu.ws.size2()) else {
-            return self.mu.forward(x);
-        };
-        let f = |e: Tensor| e.sign() * e.abs().sqrt();
-        let (eps_w, eps_b) = if self.noise_dim > n + m {
+        let Some((sigma_w, sigma_b)) = &self.sigma else { return self.mu.forward(x) };
+        let (m, n, noise) = (sigma_b.size()[0], x.size()[1], noise.slice(1, self.noise.start, self.noise.end, 1));
+        let (eps_w, eps_b) = if noise.size()[1] > n + m {
             (noise.narrow(1, 0, m * n).view([-1, m, n]), noise.narrow(1, m * n, m))
         } else {
-            let (f_in, f_out) = (f(noise.narrow(1, 0, n)), f(noise.narrow(1, n, m)));
-            (f_out.unsqueeze(2) * f_in.unsqueeze(1), f_out)
+            let f = noise.sign() * noise.abs().sqrt(); // f(ε_in), f(ε_out)
+            (f.narrow(1, n, m).unsqueeze(2) * f.narrow(1, 0, n).unsqueeze(1), f.narrow(1, n, m))
         };
         self.mu.forward(x) + (sigma_w * eps_w).matmul(&x.unsqueeze(-1)).squeeze_dim(-1) + sigma_b * eps_b
     }
 }
 
-/// Three `Layer`s with tanh between, under a noise row cut into its layers' noise, one after another
 fn mlp(layers: &[Layer], x: &Tensor, noise: &Tensor) -> Tensor {
-    let (mut x, mut at) = (x.shallow_clone(), 0);
-    for (i, layer) in layers.iter().enumerate() {
-        x = layer.forward(&if i > 0 { x.tanh() } else { x }, &noise.narrow(1, at, layer.noise_dim));
-        at += layer.noise_dim;
-    }
-    x
+    layers[2].forward(&layers[1].forward(&layers[0].forward(x, noise).tanh(), noise).tanh(), noise)
 }
 
 // Core 13: separate policy and value networks
 struct Agent {
     critic: Vec<Layer>,
     actor: Vec<Layer>,
-    noise_dims: (i64, i64, i64), // Noisy 2: a noise row's length, its critic's part (first) and its actor's
+    noise_dim: i64, // Noisy 2: the length of a noise row
 }
 
 impl Agent {
     fn new(p: &nn::Path, obs_dim: i64, n_actions: i64, noisy: &str, independent: bool) -> Agent {
         // each network a 64-64 tanh MLP; its last layer's size and gain differ. Layers 0, 2, 4: nn.Sequential's
         // indices (tanh at 1, 3), so saved weights get CleanRL's names (critic.0.weight)
-        let mlp = |p: nn::Path, out_dim: i64, std: f64, noisy: bool| {
-            let layer = |i: i64, n, m, std| Layer::new(&p / i, n, m, std, noisy, independent);
+        let mut at = 0; // Noisy 2: the noise row's next free column (the critic's layers first, in creation order)
+        let mut mlp = |name: &str, out_dim: i64, std: f64, net: &str| {
+            let noise = [net, "both"].contains(&noisy).then_some(independent); // Noisy 2: --noisy's networks
+            let mut layer = |i: i64, n, m, std| Layer::new(p / name / i, n, m, std, noise, &mut at);
             vec![layer(0, obs_dim, 64, 2f64.sqrt()), layer(2, 64, 64, 2f64.sqrt()), layer(4, 64, out_dim, std)]
         };
-        let critic = mlp(p / "critic", 1, 1.0, ["value", "both"].contains(&noisy)); // Noisy 2: --noisy's networks
-        let actor = mlp(p / "actor", n_actions, 0.01, ["policy", "both"].contains(&noisy));
-        let dim = |net: &[Layer]| net.iter().map(|layer| layer.noise_dim).sum::<i64>();
-        Agent { noise_dims: (dim(&critic) + dim(&actor), dim(&critic), dim(&actor)), critic, actor }
+        Agent { critic: mlp("critic", 1, 1.0, "value"), actor: mlp("actor", n_actions, 0.01, "policy"), noise_dim: at }
     }
 
     fn get_value(&self, x: &Tensor, noise: &Tensor) -> Tensor {
-        mlp(&self.critic, x, &noise.narrow(1, 0, self.noise_dims.1))
-    }
-
-    fn log_probs(&self, x: &Tensor, noise: &Tensor) -> Tensor {
-        mlp(&self.actor, x, &noise.narrow(1, self.noise_dims.1, self.noise_dims.2)).log_softmax(-1, Kind::Float)
+        mlp(&self.critic, x, noise)
     }
 
     /// torch's Categorical(logits) written out; samples an action when none is given: (action, logprob, entropy, value)
     fn get_action_and_value(&self, x: &Tensor, noise: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
-        let log_probs = self.log_probs(x, noise);
+        let logits = mlp(&self.actor, x, noise);
+        let log_probs = logits.log_softmax(-1, Kind::Float);
         let probs = log_probs.exp();
         let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
         let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
@@ -237,7 +223,7 @@ fn main() {
     envs.reset(Some(from.seed));
     let mut next_done = vec![0f32; num_envs];
     let mut action_buf = vec![0i64; num_envs];
-    let draw = || Tensor::randn([num_envs as i64, agent.noise_dims.0], (Kind::Float, device));
+    let draw = || Tensor::randn([num_envs as i64, agent.noise_dim], (Kind::Float, device));
     let mut env_noise = draw(); // Noisy 3: each env's own, kept until its episode ends
     let mut adapted_lr = from.learning_rate.unwrap_or(args.learning_rate); // Extra 1: --adaptive-lr's rate
 
@@ -255,10 +241,8 @@ fn main() {
             obs[step] = next_obs.shallow_clone();
             dones[step].copy_from_slice(&next_done);
             // Noisy 3: an env whose episode ended draws new noise (the report: resampled when the env resets)
-            if next_done.contains(&1.0) {
-                let ended = Tensor::from_slice(&next_done).to_device(device).view([-1, 1]).gt(0.0);
-                env_noise = draw().where_self(&ended, &env_noise);
-            }
+            let ended = || Tensor::from_slice(&next_done).to_device(device).view([-1, 1]).gt(0.0);
+            env_noise = if next_done.contains(&1.0) { draw().where_self(&ended(), &env_noise) } else { env_noise };
             noises[step] = env_noise.shallow_clone();
 
             let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, &env_noise, None));
@@ -304,8 +288,10 @@ fn main() {
 
         // flatten the batch: row step * num_envs + env, as CleanRL's reshape
         let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
-        let (b_actions, b_noise) = (Tensor::cat(&actions, 0), Tensor::cat(&noises, 0)); // Noisy 3: each sample's
-        let old_log_probs = args.adaptive_lr.then(|| tch::no_grad(|| agent.log_probs(&b_obs, &b_noise))); // Extra 1
+        let b_actions = Tensor::cat(&actions, 0);
+        let b_noise = Tensor::cat(&noises, 0); // Noisy 3: each sample's noise, the one it acted under
+        let log_pi = || tch::no_grad(|| mlp(&agent.actor, &b_obs, &b_noise).log_softmax(-1, Kind::Float)); // Extra 1: π
+        let old_log_probs = args.adaptive_lr.then(log_pi);
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
         let b_returns = Tensor::from_slice(&returns).to_device(device);
 
@@ -373,9 +359,13 @@ fn main() {
 
         // Extra 1: the KL of the rollout's policy to the updated one, Σ_a π_old log(π_old / π) (the report's 3.6)
         let adaptive_kl = old_log_probs.map_or(f64::NAN, |old| {
-            let new = tch::no_grad(|| agent.log_probs(&b_obs, &b_noise));
-            (old.exp() * (&old - new)).sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float).double_value(&[])
+            (old.exp() * (&old - log_pi())).sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float).double_value(&[])
         });
+        // Extra 1: the report's rule, x2 when that KL < δ / 1.5, /2 when > 1.5 δ; within rsl_rl's [1e-5, 1e-2] (not
+        // the report's: a settled policy's rate would double without bound). Logged after it, as ppo_continuous does
+        let band = (adaptive_kl >= args.desired_kl / 1.5) as usize + (adaptive_kl > args.desired_kl * 1.5) as usize;
+        adapted_lr = (lr * [2.0, 1.0, 0.5][band]).clamp(1e-5, 1e-2);
+        let lr = if args.adaptive_lr { adapted_lr } else { lr };
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
         let var_y = var(returns.iter().map(|&y| y as f64));
@@ -406,12 +396,11 @@ fn main() {
         trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         log.update(&row, &loss, envs.take_step_seconds(), learning_start);
         log.checkpoint(&optimizer, &[]);
-        adapted_lr = adapt_lr(lr, adaptive_kl, args.desired_kl); // Extra 1: the next update's rate
     }
 
     if args.run.save_model {
         // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
-        let mean = Tensor::zeros([1, agent.noise_dims.0], (Kind::Float, device)); // Noisy 4: the mean weights
+        let mean = Tensor::zeros([1, agent.noise_dim], (Kind::Float, device)); // Noisy 4: the mean weights
         let model_path = log.save(&vs, &args.run.exp_name);
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
         let mut action = [0i64];
@@ -422,11 +411,4 @@ fn main() {
             env.step(Action::Discrete(&action));
         }));
     }
-}
-
-/// Extra 1: the TUM report's rule (3.6), from an update's KL d: the rate x2 when d < δ / 1.5, /2 when d > 1.5 δ, kept
-/// between; within rsl_rl's [1e-5, 1e-2] (not the report's: a settled policy's rate would double without bound)
-fn adapt_lr(lr: f64, kl: f64, desired_kl: f64) -> f64 {
-    let band = (kl >= desired_kl / 1.5) as usize + (kl > desired_kl * 1.5) as usize; // below, in, above the band
-    (lr * [2.0, 1.0, 0.5][band]).clamp(1e-5, 1e-2)
 }
