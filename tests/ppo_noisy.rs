@@ -86,8 +86,9 @@ fn save_model_evaluates_the_mean_weights() {
 
 /// The report's rule (3.6) on the values each update logged: the rate after an update (logged with it,
 /// as ppo_continuous logs its rate) is the one before doubled when the update's KL was below
-/// desired / 1.5, halved above 1.5 x desired, kept between, within [1e-5, 1e-2]. A large rate and many epochs push the KL above the band, a small one keeps it below:
-/// the rate moves both ways; the ratio == 1 check holds.
+/// desired / 1.5, halved above 1.5 x desired, kept between, within [1e-5, 1e-2]. A large rate and
+/// many epochs push the KL above the band, a small one keeps it below: the rate moves both ways; the
+/// ratio == 1 check holds.
 #[test]
 fn adaptive_lr_follows_the_reports_rule() {
     let rule = |lr: f64, kl: f64, desired: f64| {
