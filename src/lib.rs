@@ -32,7 +32,7 @@ pub use cli::{parse_args, unix_time, Experiment, RunArgs};
 pub use device::{pick_device, torch_deterministic, Network};
 pub use logs::{read_host, Logged, RunLog};
 pub use optim::FlatAdam;
-pub use trace::{shuffled, Trace};
+pub use trace::Trace;
 
 use envs::VecEnv;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,28 +1,14 @@
 //! A testing aid (tests/parity.rs): with the environment variable PPO_TRACE=FILE, the first update's
 //! inputs and results go to FILE (safetensors): the initial weights (`init.<name>`), the rollout as
 //! the network saw it (`rollout.obs`, `.actions`, `.rewards`, `.dones`, `.next_obs`, `.next_done`),
-//! every epoch's minibatch order (`order.<epoch>`, counted on over updates: the permutations
-//! [`shuffled`] drew), the weights after the update (`after.<name>`) and the update's logged
+//! every epoch's minibatch order (`order.<epoch>`, counted on over updates: the permutations the
+//! binary passed through [`Trace::order`]), the weights after the update (`after.<name>`) and the update's logged
 //! values (`scalar.<column>`). With
 //! PPO_TRACE_UPDATES=N the first N updates: update k > 1's under `u<k>.` (`u2.rollout.obs`,
 //! `u2.after.<name>`, `u2.scalar.<column>`). Without PPO_TRACE it does nothing.
 
 use crate::fail;
-use std::sync::Mutex;
-use tch::{nn, Device, Kind, Tensor};
-
-/// The permutations `shuffled` drew since the trace last wrote them (None: not tracing).
-static ORDERS: Mutex<Option<Vec<Tensor>>> = Mutex::new(None);
-
-/// Core 6's shuffle: a random permutation of 0..n on `device` (torch.randperm; CleanRL shuffles
-/// `b_inds` with numpy). With PPO_TRACE the trace records it as the next epoch's order.
-pub fn shuffled(n: usize, device: Device) -> Tensor {
-    let inds = Tensor::randperm(n as i64, (Kind::Int64, device));
-    if let Some(orders) = ORDERS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        orders.push(inds.to_device(Device::Cpu).copy());
-    }
-    inds
-}
+use tch::{nn, Device, Tensor};
 
 /// What a run traces (see the module's header); every call does nothing without PPO_TRACE.
 pub struct Trace {
@@ -30,6 +16,8 @@ pub struct Trace {
     /// the network's weights (handles that share the VarStore's storage: they read its current values)
     variables: Vec<(String, Tensor)>,
     tensors: Vec<(String, Tensor)>,
+    /// the epochs' orders `order` saw since the trace last wrote them
+    orders: Vec<Tensor>,
     epochs: usize,
     /// the updates traced so far, and how many to trace (PPO_TRACE_UPDATES, 1 by default)
     updates: (usize, usize),
@@ -42,11 +30,9 @@ impl Trace {
         let wanted = std::env::var("PPO_TRACE_UPDATES").ok().and_then(|n| n.parse().ok()).unwrap_or(1);
         let mut variables: Vec<_> = vs.variables().into_iter().collect();
         variables.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut trace = Trace { path, variables, tensors: Vec::new(), epochs: 0, updates: (0, wanted) };
+        let mut trace =
+            Trace { path, variables, tensors: Vec::new(), orders: Vec::new(), epochs: 0, updates: (0, wanted) };
         trace.weights("init");
-        if trace.path.is_some() {
-            *ORDERS.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
-        }
         trace
     }
 
@@ -56,6 +42,15 @@ impl Trace {
                 self.tensors.push((format!("{prefix}.{name}"), t.to_device(Device::Cpu).copy()));
             }
         }
+    }
+
+    /// Passes an epoch's minibatch order through (Core 6's permutation, drawn in the binary), keeping a
+    /// copy as the next `order.<epoch>` while tracing.
+    pub fn order(&mut self, inds: Tensor) -> Tensor {
+        if self.path.is_some() {
+            self.orders.push(inds.to_device(Device::Cpu).copy());
+        }
+        inds
     }
 
     /// A tensor of this update's rollout beyond those `finish` takes (`rollout.<name>`: a variant's
@@ -78,8 +73,7 @@ impl Trace {
     ) {
         let Some(path) = self.path.clone() else { return };
         // the orders in which this update's epochs visited the batch (rows, or envs for an LSTM)
-        let orders = ORDERS.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(std::mem::take).unwrap_or_default();
-        for order in orders {
+        for order in std::mem::take(&mut self.orders) {
             self.tensors.push((format!("order.{}", self.epochs), order));
             self.epochs += 1;
         }
@@ -98,7 +92,6 @@ impl Trace {
         written.unwrap_or_else(|e| fail(1, format!("cannot write the trace {}: {e}", path.display())));
         if self.updates.0 >= self.updates.1 {
             self.path = None;
-            *ORDERS.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
     }
 }

@@ -452,3 +452,43 @@ fn details_index_is_current() {
     let have = std::fs::read_to_string(path).unwrap_or_default();
     assert!(have == want, "{path} is missing or stale; run scripts/update-details");
 }
+
+/// What was once a detail in the library, each now written in the binaries where it acts: Core 6's
+/// shuffle (`shuffled`, torch.randperm), Extra 1's rules and its Gaussian KL (`adapt_lr`,
+/// `gaussian_kl`). The library does not draw minibatch orders or adapt a learning rate.
+const DETAILS_ONCE_IN_THE_LIBRARY: &[&str] =
+    &["fn shuffled", "fn adapt_lr", "fn gaussian_kl", "randperm", "desired_kl"];
+
+/// No PPO detail lives in the library (`src/*.rs`): every place docs/details.md points at is in
+/// `src/bin/`, no library comment opens with a detail's tag (`// Core 6: ...`: the library may
+/// name a detail it serves, "(Core 5)", not hold one), and none of the details that once lived
+/// there is back.
+#[test]
+fn no_detail_lives_in_the_library() {
+    let index = std::fs::read_to_string("docs/details.md").expect("docs/details.md");
+    let targets: Vec<&str> = index.split("](").skip(1).filter_map(|rest| rest.split(')').next()).collect();
+    let outside: Vec<&&str> =
+        targets.iter().filter(|t| t.starts_with("../src/") && !t.starts_with("../src/bin/")).collect();
+    assert!(targets.iter().any(|t| t.starts_with("../src/bin/")), "docs/details.md points at no binary");
+    assert!(outside.is_empty(), "docs/details.md points into the library: {outside:?}");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("src").expect("src") {
+        let path = entry.expect("dir entry").path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let src = std::fs::read_to_string(&path).expect("source file");
+        for (line, text) in line_comments(&src) {
+            let text = text.trim_start();
+            if let Some(detail) = mentions(text).first().filter(|d| text.starts_with(&format!("{} {}:", d.0, d.1))) {
+                found.push(format!("{}:{line}: a comment tagged {} {}", path.display(), detail.0, detail.1));
+            }
+        }
+        for (n, code) in src.lines().enumerate() {
+            for what in DETAILS_ONCE_IN_THE_LIBRARY.iter().filter(|w| code.contains(*w)) {
+                found.push(format!("{}:{}: {what}", path.display(), n + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "PPO details in the library (they belong in the binaries):\n{}", found.join("\n"));
+}

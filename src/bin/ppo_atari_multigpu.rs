@@ -88,7 +88,8 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-// what the library needs of Args (its parse_args also checks the batch's flags), and the default threads
+// TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
+// whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
 // (--resume may place the ranks on other GPUs)
 ppo_details::experiment!(Args, all_cores, resume_may_change = &["device_ids"]);
 
@@ -100,7 +101,7 @@ fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<d
     let env = NoopReset::new(env, 30); // Atari 1: NoopResetEnv
     let env = MaxAndSkip::new(env, 4); // Atari 2: MaxAndSkipEnv
     let env = EpisodicLife::new(env); // Atari 3: EpisodicLifeEnv
-    let env = FireReset::new(env, has_fire); // Atari 4: FireResetEnv (in games with a FIRE action)
+    let env = FireReset::new(env, has_fire); // Atari 4: FireResetEnv (without FIRE: passes through, as if unwrapped)
     let env = ClipReward::new(env); // Atari 6: ClipRewardEnv
     let env = GrayScale::new(ResizeObservation::new(env, 84, 84)); // Atari 5: WarpFrame (84x84 gray)
     Ok(Box::new(FrameStack::new(env, 4))) // Atari 7: FrameStack
@@ -142,11 +143,11 @@ struct Agent {
 
 impl Agent {
     fn new(p: &nn::Path, obs_dim: i64, n_actions: i64) -> Agent {
-        // Atari 9: scale pixels to [0, 1], after the rows of stacked u8 frames become (N, frames, 84, 84), laid out
-        // channels-last (same values: faster convolutions, benchmarks.md)
+        // the rows of stacked u8 frames become (N, frames, 84, 84), laid out channels-last (faster convolutions)
         let network = nn::seq()
-            .add_fn(|x| x.unflatten(1, [-1, 84, 84]).permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2]) / 255.0)
-            .add(nature_cnn(&(p / "network"), obs_dim / (84 * 84)));
+            .add_fn(|x| x.unflatten(1, [-1, 84, 84]).permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2]))
+            .add_fn(|x| x / 255.0) // Atari 9: scale pixels to [0, 1]
+            .add(nature_cnn(&(p / "network"), obs_dim / (84 * 84))); // the frames (Agent::new keeps ppo.rs's arguments)
         let (critic, actor) = (layer_init(p / "critic", 512, 1, 1.0), layer_init(p / "actor", 512, n_actions, 0.01));
         Agent { network, critic, actor }
     }
@@ -213,7 +214,8 @@ fn main() {
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
     // Aux 2: every rank starts from rank 0's weights
     broadcast_from_rank_0(&world, &optimizer.flat);
-    // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
+    // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
     let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
     if from.iteration > 0 {
         if from.global_step != (from.iteration * batch_size * world_size) as u64 {
@@ -274,9 +276,8 @@ fn main() {
         // bootstrap value if not done; the values come down to the host once per rollout, for GAE
         let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
-        let b_values = Tensor::cat(&values, 0).view([-1]); // row step * num_envs + env
-        let values_host = to_host(&b_values);
-        // Core 5: GAE, as a plain loop on the host
+        let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
+                                                             // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
         let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
@@ -299,17 +300,19 @@ fn main() {
         let b_actions = Tensor::cat(&actions, 0);
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
         let b_returns = Tensor::from_slice(&returns).to_device(device);
+        let b_values = Tensor::cat(&values, 0).view([-1]);
 
         // Optimizing the policy and value network
         let learning_start = std::time::Instant::now();
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
-        let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
-        let [mut old_approx_kl, mut approx_kl] = [(); 2].map(|()| Tensor::new());
+        let (mut pg_loss, mut v_loss, mut entropy_loss) = (Tensor::new(), Tensor::new(), Tensor::new());
+        let (mut old_approx_kl, mut approx_kl) = (Tensor::new(), Tensor::new());
+        let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::new());
         let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
         let mut allreduce_seconds = 0.0;
         for _epoch in 0..args.update_epochs {
-            // Core 6: shuffled mini-batches that cover the whole batch each epoch
-            let b_inds = ppo_details::shuffled(batch_size, device); // torch.randperm (PPO_TRACE records it)
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
+            let b_inds = trace.order(Tensor::randperm(batch_size as i64, (Kind::Int64, device)));
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
                 let [_, newlogprob, entropy, newvalue] =
@@ -318,9 +321,11 @@ fn main() {
                 let ratio = logratio.exp();
 
                 // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), |ratio - 1|
-                old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
-                approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                ratio_devs.push(tch::no_grad(|| (&ratio - 1.0).abs()));
+                tch::no_grad(|| {
+                    old_approx_kl = (-&logratio).mean(Kind::Float);
+                    approx_kl = ((&ratio - 1.0) - &logratio).mean(Kind::Float);
+                    ratio_devs.push((&ratio - 1.0).abs());
+                });
 
                 let mut mb_advantages = b_advantages.i(&mb_inds);
                 if args.norm_adv {

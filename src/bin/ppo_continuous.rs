@@ -41,7 +41,7 @@ struct Args {
     anneal_lr: bool,
     /// adapt the learning rate to the policy's KL after every minibatch instead of annealing it
     /// (rsl_rl's rule: / 1.5 above 2 x --desired-kl, x 1.5 below half of it; within [1e-5, 1e-2])
-    #[arg(long, default_value_t = false)]
+    #[arg(long, default_value_t = false, conflicts_with = "anneal_lr")]
     adaptive_lr: bool,
     /// the KL between the rollout's policy and the current one that --adaptive-lr aims at
     #[arg(long, default_value_t = 0.01, value_parser = positive)]
@@ -90,15 +90,9 @@ struct Args {
     bootstrap_truncation: bool,
 }
 
-// what the library needs of Args (its parse_args also checks the batch's flags), and the default threads
-ppo_details::experiment!(Args, one_core, check = check_args);
-
-/// Extra 1's flag combination, beside the batch's that the library checks.
-fn check_args(a: &Args) -> Result<(), String> {
-    let anneal_lr_given = std::env::args().any(|f| f == "--anneal-lr" || f.starts_with("--anneal-lr="));
-    let err = "--adaptive-lr sets the learning rate itself: give it without --anneal-lr";
-    (!(a.adaptive_lr && anneal_lr_given)).then_some(()).ok_or(err.into())
-}
+// TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
+// whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
+ppo_details::experiment!(Args, one_core);
 
 /// CleanRL's `make_env` (ours are flat: no FlattenObservation), with the running statistics the checkpoints keep.
 type EnvAndStats = Result<(Box<dyn Env<Obs = f32>>, [envs::SharedRms; 2]), envs::EnvError>;
@@ -134,8 +128,8 @@ struct Agent {
 
 impl Agent {
     fn new(p: &nn::Path, obs_dim: i64, n_actions: i64) -> Agent {
-        // each network a 64-64 tanh MLP; its last layer's size and gain differ. Layers 0, 2, 4: nn.Sequential's
-        // indices (tanh at 1, 3), so saved weights get CleanRL's names (critic.0.weight)
+        // each a 64-64 tanh MLP, its last layer's size and gain apart; critic first, as CleanRL (the RNG's order).
+        // Layers 0, 2, 4: nn.Sequential's indices (tanh at 1, 3): saved weights get CleanRL's names (critic.0.weight)
         let mlp = |p: nn::Path, out_dim: i64, std: f64| {
             nn::seq()
                 .add(layer_init(&p / 0, obs_dim, 64, 2f64.sqrt()))
@@ -204,7 +198,8 @@ fn main() {
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
+    // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
     let from = Start::new(&args, num_iterations, &mut optimizer, stats.as_flattened());
     let mut log = RunLog::create(&run_name, &args, &device_name, &from);
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
@@ -278,9 +273,8 @@ fn main() {
         // bootstrap value if not done; the values come down to the host once per rollout, for GAE
         let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
-        let b_values = Tensor::cat(&values, 0).view([-1]); // row step * num_envs + env
-        let values_host = to_host(&b_values);
-        // Core 5: GAE, as a plain loop on the host
+        let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
+                                                             // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
         let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
@@ -304,17 +298,19 @@ fn main() {
         let b_mus = if args.adaptive_lr { Tensor::cat(&mus, 0) } else { b_actions.zeros_like() }; // Extra 1
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
         let b_returns = Tensor::from_slice(&returns).to_device(device);
+        let b_values = Tensor::cat(&values, 0).view([-1]);
 
         // Optimizing the policy and value network
         let learning_start = std::time::Instant::now();
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
-        let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
-        let [mut old_approx_kl, mut approx_kl] = [(); 2].map(|()| Tensor::new());
+        let (mut pg_loss, mut v_loss, mut entropy_loss) = (Tensor::new(), Tensor::new(), Tensor::new());
+        let (mut old_approx_kl, mut approx_kl) = (Tensor::new(), Tensor::new());
+        let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::new());
         let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
         let mut adaptive_kl = f64::NAN; // Extra 1: the last KL the rule saw
         for _epoch in 0..args.update_epochs {
-            // Core 6: shuffled mini-batches that cover the whole batch each epoch
-            let b_inds = ppo_details::shuffled(batch_size, device); // torch.randperm (PPO_TRACE records it)
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
+            let b_inds = trace.order(Tensor::randperm(batch_size as i64, (Kind::Int64, device)));
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
                 let [_, newlogprob, entropy, newvalue] =
@@ -323,9 +319,11 @@ fn main() {
                 let ratio = logratio.exp();
 
                 // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), |ratio - 1|
-                old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
-                approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                ratio_devs.push(tch::no_grad(|| (&ratio - 1.0).abs()));
+                tch::no_grad(|| {
+                    old_approx_kl = (-&logratio).mean(Kind::Float);
+                    approx_kl = ((&ratio - 1.0) - &logratio).mean(Kind::Float);
+                    ratio_devs.push((&ratio - 1.0).abs());
+                });
 
                 let mut mb_advantages = b_advantages.i(&mb_inds);
                 if args.norm_adv {

@@ -80,7 +80,8 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-// what the library needs of Args (its parse_args also checks the batch's flags), and the default threads
+// TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
+// whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
 ppo_details::experiment!(Args, all_cores);
 
 /// LSTM's flag combination, beside the batch's that the library checks: minibatches of whole envs, of all workers.
@@ -101,7 +102,7 @@ fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<d
     let env = NoopReset::new(env, 30); // Atari 1: NoopResetEnv
     let env = MaxAndSkip::new(env, 4); // Atari 2: MaxAndSkipEnv
     let env = EpisodicLife::new(env); // Atari 3: EpisodicLifeEnv
-    let env = FireReset::new(env, has_fire); // Atari 4: FireResetEnv (in games with a FIRE action)
+    let env = FireReset::new(env, has_fire); // Atari 4: FireResetEnv (without FIRE: passes through, as if unwrapped)
     let env = ClipReward::new(env); // Atari 6: ClipRewardEnv
     let env = GrayScale::new(ResizeObservation::new(env, 84, 84)); // Atari 5: WarpFrame (84x84 gray)
     Ok(Box::new(envs::ObsAsF32::new(FrameStack::new(env, 1)))) // Atari 7: FrameStack (one frame: the LSTM remembers)
@@ -254,7 +255,8 @@ fn main() {
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
+    // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
     let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
     if from.iteration > 0 && from.global_step != (from.iteration * batch_size * workers) as u64 {
         let np = from.global_step as usize / (from.iteration * batch_size) + 1;
@@ -369,9 +371,8 @@ fn main() {
         let next_obs = cat(11, 0).to_device(device); // Workers 6: the envs' observations after the rollout
         let next_done_t = Tensor::from_slice(&next_done).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs, &next_lstm_state, &next_done_t)));
-        let b_values = Tensor::cat(&values, 0).view([-1]); // row step * num_envs + env
-        let values_host = to_host(&b_values);
-        // Core 5: GAE, as a plain loop on the host
+        let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
+                                                             // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
         let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
@@ -394,18 +395,20 @@ fn main() {
         let b_actions = Tensor::cat(&actions, 0);
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
         let b_returns = Tensor::from_slice(&returns).to_device(device);
+        let b_values = Tensor::cat(&values, 0).view([-1]);
         let b_dones = Tensor::from_slice(&dones.concat()).to_device(device);
 
         // Optimizing the policy and value network
         let learning_start = std::time::Instant::now();
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
-        let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
-        let [mut old_approx_kl, mut approx_kl] = [(); 2].map(|()| Tensor::new());
+        let (mut pg_loss, mut v_loss, mut entropy_loss) = (Tensor::new(), Tensor::new(), Tensor::new());
+        let (mut old_approx_kl, mut approx_kl) = (Tensor::new(), Tensor::new());
+        let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::new());
         let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
         for _epoch in 0..args.update_epochs {
-            // Core 6: shuffled mini-batches that cover the whole batch each epoch
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
             // LSTM 4: minibatches of whole envs' sequences in time order; envs drawn on the host, where dones are
-            let envinds = ppo_details::shuffled(num_envs, Device::Cpu); // torch.randperm (PPO_TRACE records it)
+            let envinds = trace.order(Tensor::randperm(num_envs as i64, (Kind::Int64, Device::Cpu)));
             let envinds_host = Vec::<i64>::try_from(&envinds).unwrap_or_else(|e| fail(1, e));
             let envinds = envinds.to_device(device);
             let flatinds = Tensor::arange(batch_size as i64, (Kind::Int64, device)).view([num_steps as i64, -1]);
@@ -424,9 +427,11 @@ fn main() {
                 let ratio = logratio.exp();
 
                 // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), |ratio - 1|
-                old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
-                approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                ratio_devs.push(tch::no_grad(|| (&ratio - 1.0).abs()));
+                tch::no_grad(|| {
+                    old_approx_kl = (-&logratio).mean(Kind::Float);
+                    approx_kl = ((&ratio - 1.0) - &logratio).mean(Kind::Float);
+                    ratio_devs.push((&ratio - 1.0).abs());
+                });
 
                 let mut mb_advantages = b_advantages.i(&mb_inds);
                 if args.norm_adv {

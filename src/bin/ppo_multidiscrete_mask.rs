@@ -76,7 +76,8 @@ struct Args {
     invalid_action_masking: bool,
 }
 
-// what the library needs of Args (its parse_args also checks the batch's flags), and the default threads
+// TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
+// whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
 ppo_details::experiment!(Args, all_cores);
 
 /// The blog's `make_env`: the env with its episode statistics, no other wrapper.
@@ -200,7 +201,8 @@ fn main() {
     let agent = Agent::new(&vs.root(), grid, nvec.clone());
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
+    // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
     let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
     let mut log = RunLog::create(&run_name, &args, &device_name, &from);
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
@@ -255,9 +257,8 @@ fn main() {
         // bootstrap value if not done; the values come down to the host once per rollout, for GAE
         let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
-        let b_values = Tensor::cat(&values, 0).view([-1]); // row step * num_envs + env
-        let values_host = to_host(&b_values);
-        // Core 5: GAE, as a plain loop on the host
+        let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
+                                                             // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
         let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
@@ -281,16 +282,18 @@ fn main() {
         let b_masks = Tensor::cat(&masks, 0);
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
         let b_returns = Tensor::from_slice(&returns).to_device(device);
+        let b_values = Tensor::cat(&values, 0).view([-1]);
 
         // Optimizing the policy and value network
         let learning_start = std::time::Instant::now();
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
-        let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
-        let [mut old_approx_kl, mut approx_kl] = [(); 2].map(|()| Tensor::new());
+        let (mut pg_loss, mut v_loss, mut entropy_loss) = (Tensor::new(), Tensor::new(), Tensor::new());
+        let (mut old_approx_kl, mut approx_kl) = (Tensor::new(), Tensor::new());
+        let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::new());
         let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
         for _epoch in 0..args.update_epochs {
-            // Core 6: shuffled mini-batches that cover the whole batch each epoch
-            let b_inds = ppo_details::shuffled(batch_size, device); // torch.randperm (PPO_TRACE records it)
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
+            let b_inds = trace.order(Tensor::randperm(batch_size as i64, (Kind::Int64, device)));
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
                 // Aux 4: the masks minibatched with the same indices
@@ -301,9 +304,11 @@ fn main() {
                 let ratio = logratio.exp();
 
                 // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), |ratio - 1|
-                old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
-                approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                ratio_devs.push(tch::no_grad(|| (&ratio - 1.0).abs()));
+                tch::no_grad(|| {
+                    old_approx_kl = (-&logratio).mean(Kind::Float);
+                    approx_kl = ((&ratio - 1.0) - &logratio).mean(Kind::Float);
+                    ratio_devs.push((&ratio - 1.0).abs());
+                });
 
                 let mut mb_advantages = b_advantages.i(&mb_inds);
                 if args.norm_adv {

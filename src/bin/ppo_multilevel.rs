@@ -70,7 +70,7 @@ struct Args {
     /// adapt the learning rate to the policy's KL after every minibatch instead of annealing it
     /// (rsl_rl's rule: / 1.5 above 2 x --desired-kl, x 1.5 below half of it; within [1e-5, 1e-2]),
     /// from the finest level's main minibatch (its data is the real environment)
-    #[arg(long, default_value_t = false)]
+    #[arg(long, default_value_t = false, conflicts_with = "anneal_lr")]
     adaptive_lr: bool,
     /// the KL between the rollout's policy and the current one that --adaptive-lr aims at
     #[arg(long, default_value_t = 0.01, value_parser = positive)]
@@ -139,7 +139,7 @@ enum KlRule {
     Cleanrl,
 }
 
-// what the library needs of Args (its parse_args also checks the batch's flags); threads: 1 for libtorch, every core
+// TRY NOT TO MODIFY: Args to the library (parse_args also runs check_args); threads: 1 for libtorch, every core
 // for simulating; --resume may add iterations
 ppo_details::experiment!(
     Args,
@@ -165,8 +165,6 @@ fn check_args(a: &Args) -> Result<(), String> {
         Err("--norm-adv needs minibatches of 2 or more (the std of one is NaN); raise --level-minibatch-size".into())
     } else if a.normalize && n_levels > 1 {
         Err("--normalize works with one level only (each env would keep its own statistics)".into())
-    } else if a.adaptive_lr && std::env::args().any(|f| f == "--anneal-lr" || f.starts_with("--anneal-lr=")) {
-        Err("--adaptive-lr sets the learning rate itself: give it without --anneal-lr".into())
     } else {
         Ok(())
     }
@@ -328,7 +326,8 @@ fn main() {
     let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args);
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
+    // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
     let from = Start::new(&args, num_iterations, &mut optimizer, &all_stats);
     let mut log = RunLog::create(&run_name, &args, &device_name, &from);
 
@@ -365,10 +364,11 @@ fn main() {
         // Optimizing the policy and value network
         let learn_start = Instant::now();
         // the finest main batch's last minibatch's values are logged, as CleanRL's loop variables are after its loops
-        let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss] = [(); 4].map(|()| Tensor::new());
-        let mut clipped = Vec::new(); // the finest main batch's: which ratios the surrogate clipped
-        let mut first_minibatch = Vec::new();
-        // each batch's last KL estimates (old_approx_kl, approx_kl): the ones logged and checked
+        let (mut pg_loss, mut v_loss, mut entropy_loss, mut loss) =
+            (Tensor::new(), Tensor::new(), Tensor::new(), Tensor::new());
+        // |ratio - 1| of every batch's minibatches, in turn (for the clip fractions); each batch's last KL estimates
+        // (old_approx_kl, approx_kl): the ones logged and checked
+        let mut ratio_devs = Vec::new();
         let mut last_kl: Vec<_> = batches.iter().map(|_| (Tensor::from(0f32), Tensor::from(0f32))).collect();
         let mut level_losses = Vec::new(); // every minibatch's L^l per level, for their mean and variance
         let (mut epochs, mut optimizer_steps, mut stop, mut grad_norm) = (0, 0, false, Tensor::from(f32::NAN));
@@ -377,12 +377,12 @@ fn main() {
         let old_logstd = agent.actor_logstd.detach().copy();
         let old_mus = args.adaptive_lr.then(|| tch::no_grad(|| agent.action_mean(&batches[fine].b_obs)));
         let mut adaptive_kl = f64::NAN;
-        for epoch in 0..args.update_epochs {
+        for _epoch in 0..args.update_epochs {
             epochs += 1;
             // Core 6: shuffled mini-batches that cover the whole batch each epoch, one
             // permutation per level for its main and sync batches alike (each batch gathered in its
             // level's shuffled order once per epoch; minibatches are slices of it)
-            let perm = |t: &usize| ppo_details::shuffled(t * num_envs, device); // torch.randperm
+            let perm = |t: &usize| Tensor::randperm((t * num_envs) as i64, (Kind::Int64, device)); // torch.randperm
             let perms: Vec<Tensor> = args.level_steps.iter().map(perm).collect();
             let mbs: Vec<Minibatches> =
                 batches.iter().map(|b| b.shuffled(&perms[b.level], args.level_minibatch_size[b.level])).collect();
@@ -405,18 +405,11 @@ fn main() {
                     let logratio = newlogprob - &mb.logprobs[start];
                     let ratio = logratio.exp();
 
-                    // Core 12: debug variables (the clip fraction from the finest main batch's ratios after
-                    // the update; each batch's KL estimates, the last ones logged)
-                    let clips = tch::no_grad(|| (&ratio - 1.0).abs().gt(clip_coef).to_kind(Kind::Float));
-                    if epoch == 0 && start == 0 {
-                        // the policy has not moved yet: the ratio must be exactly 1 here
-                        first_minibatch.push((tch::no_grad(|| (&ratio - 1.0).abs().max()), clips.mean(Kind::Float)));
-                    }
-                    if batch.index == fine {
-                        clipped.push(clips);
-                    }
-                    last_kl[batch.index] = tch::no_grad(|| {
-                        ((-&logratio).mean(Kind::Float), ((&ratio - 1.0) - &logratio).mean(Kind::Float))
+                    // Core 12: debug variables: each batch's KL estimates (the last ones logged), |ratio - 1|
+                    tch::no_grad(|| {
+                        last_kl[batch.index] =
+                            ((-&logratio).mean(Kind::Float), ((&ratio - 1.0) - &logratio).mean(Kind::Float));
+                        ratio_devs.push((&ratio - 1.0).abs());
                     });
 
                     // Multilevel 5: each term is the parent's PPO loss (Cores 7-10) on the batch's minibatch;
@@ -476,6 +469,12 @@ fn main() {
                 break;
             }
         }
+        // the clip fraction: how many ratios the surrogate clipped, of the finest main batch (all its minibatches) and
+        // of each batch's first minibatch, the policy not moved yet (none, and every ratio exactly 1: tests check)
+        let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
+        let first_minibatch: Vec<_> = ratio_devs[..batches.len()].iter().map(|d| (d.max(), clipfrac(d))).collect();
+        let clip_fraction =
+            clipfrac(&Tensor::cat(&ratio_devs.iter().skip(fine).step_by(batches.len()).collect::<Vec<_>>(), 0));
         // the largest deviation over all batches (torch's max: a NaN anywhere shows as NaN)
         let (devs, clips): (Vec<Tensor>, Vec<Tensor>) =
             first_minibatch.iter().map(|(d, c)| (d.shallow_clone(), c.shallow_clone())).unzip();
@@ -488,7 +487,6 @@ fn main() {
         let var_y = var(b_returns.iter().map(|&y| y as f64));
         let residuals = b_returns.iter().zip(b_values.iter()).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
-        let clip_fraction = Tensor::cat(&clipped, 0).mean(Kind::Float);
         let mut row: Vec<(String, ppo_details::Logged)> = [
             ("iteration", OnHost(iteration as f64)),
             ("global_step", OnHost(global_step as f64)),

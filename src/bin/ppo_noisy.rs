@@ -88,7 +88,8 @@ struct Args {
     desired_kl: f64,
 }
 
-// what the library needs of Args (its parse_args also checks the batch's flags), and the default threads
+// TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
+// whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
 ppo_details::experiment!(Args, one_core);
 
 /// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordVideo` (for env 0) and `RecordEpisodeStatistics`.
@@ -151,8 +152,8 @@ struct Agent {
 
 impl Agent {
     fn new(p: &nn::Path, obs_dim: i64, n_actions: i64, noisy: &str, independent: bool) -> Agent {
-        // each network a 64-64 tanh MLP; its last layer's size and gain differ. Layers 0, 2, 4: nn.Sequential's
-        // indices (tanh at 1, 3), so saved weights get CleanRL's names (critic.0.weight)
+        // each a 64-64 tanh MLP, its last layer's size and gain apart; critic first, as CleanRL (the RNG's order).
+        // Layers 0, 2, 4: nn.Sequential's indices (tanh at 1, 3): saved weights get CleanRL's names (critic.0.weight)
         let mut at = 0; // Noisy 2: the noise row's next free column (the critic's layers first, in creation order)
         let mut mlp = |name: &str, out_dim: i64, std: f64, net: &str| {
             let noise = [net, "both"].contains(&noisy).then_some(independent); // Noisy 2: --noisy's networks
@@ -206,7 +207,8 @@ fn main() {
     let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args.noisy, args.independent_noise);
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // --resume loads the checkpoint's weights, Adam's state, counters and seed; its run's logs cut back to it
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
+    // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
     let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
     let mut log = RunLog::create(&run_name, &args, &device_name, &from);
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
@@ -266,9 +268,8 @@ fn main() {
         // bootstrap value if not done; the values come down to the host once per rollout, for GAE
         let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs, &env_noise)));
-        let b_values = Tensor::cat(&values, 0).view([-1]); // row step * num_envs + env
-        let values_host = to_host(&b_values);
-        // Core 5: GAE, as a plain loop on the host
+        let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
+                                                             // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
         let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
@@ -290,20 +291,22 @@ fn main() {
         let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
         let b_actions = Tensor::cat(&actions, 0);
         let b_noise = Tensor::cat(&noises, 0); // Noisy 3: each sample's noise, the one it acted under
-        let log_pi = || tch::no_grad(|| mlp(&agent.actor, &b_obs, &b_noise).log_softmax(-1, Kind::Float)); // Extra 1: π
+        let log_pi = || tch::no_grad(|| mlp(&agent.actor, &b_obs, &b_noise).log_softmax(-1, Kind::Float)); // Extra 1
         let old_log_probs = args.adaptive_lr.then(log_pi);
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
         let b_returns = Tensor::from_slice(&returns).to_device(device);
+        let b_values = Tensor::cat(&values, 0).view([-1]);
 
         // Optimizing the policy and value network
         let learning_start = std::time::Instant::now();
         // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
-        let [mut pg_loss, mut v_loss, mut entropy_loss, mut loss, mut grad_norm] = [(); 5].map(|()| Tensor::new());
-        let [mut old_approx_kl, mut approx_kl] = [(); 2].map(|()| Tensor::new());
+        let (mut pg_loss, mut v_loss, mut entropy_loss) = (Tensor::new(), Tensor::new(), Tensor::new());
+        let (mut old_approx_kl, mut approx_kl) = (Tensor::new(), Tensor::new());
+        let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::new());
         let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
         for _epoch in 0..args.update_epochs {
-            // Core 6: shuffled mini-batches that cover the whole batch each epoch
-            let b_inds = ppo_details::shuffled(batch_size, device); // torch.randperm (PPO_TRACE records it)
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
+            let b_inds = trace.order(Tensor::randperm(batch_size as i64, (Kind::Int64, device)));
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
                 let [_, newlogprob, entropy, newvalue] =
@@ -312,9 +315,11 @@ fn main() {
                 let ratio = logratio.exp();
 
                 // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), |ratio - 1|
-                old_approx_kl = tch::no_grad(|| (-&logratio).mean(Kind::Float));
-                approx_kl = tch::no_grad(|| ((&ratio - 1.0) - &logratio).mean(Kind::Float));
-                ratio_devs.push(tch::no_grad(|| (&ratio - 1.0).abs()));
+                tch::no_grad(|| {
+                    old_approx_kl = (-&logratio).mean(Kind::Float);
+                    approx_kl = ((&ratio - 1.0) - &logratio).mean(Kind::Float);
+                    ratio_devs.push((&ratio - 1.0).abs());
+                });
 
                 let mut mb_advantages = b_advantages.i(&mb_inds);
                 if args.norm_adv {
