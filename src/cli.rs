@@ -56,8 +56,8 @@ pub struct RunArgs {
     /// write a checkpoint (weights, optimizer, statistics) every N updates and after the last; 0: never
     #[arg(long, default_value_t = 10)]
     pub checkpoint_interval: usize,
-    /// continue the run in RUN_DIR from its checkpoint, with its arguments; only --total-timesteps (to
-    /// extend it), --checkpoint-interval, --save-model, --cuda and thread counts may be given anew.
+    /// continue the run in RUN_DIR from its checkpoint, with its arguments; only the run's length (to extend
+    /// it), --checkpoint-interval, --save-model, --cuda and thread counts may be given anew.
     /// The envs start fresh episodes (an LSTM from a zero state)
     #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<std::path::PathBuf>,
@@ -118,7 +118,16 @@ fn command<A: Experiment>() -> clap::Command {
     let default = |value: String| move |arg: clap::Arg| arg.required(false).default_value(value);
     let command = command.mut_arg("exp_name", default(A::NAME.into()));
     let command = command.mut_arg("torch_threads", default(A::threads().0.to_string()));
-    command.mut_arg("env_threads", default(A::threads().1.to_string()))
+    let command = command.mut_arg("env_threads", default(A::threads().1.to_string()));
+    // CleanRL's spellings a pasted command line may hold, named in --help (what each does: docs/ppo.md)
+    let own: Vec<String> = command.get_arguments().map(|a| a.get_id().as_str().replace('_', "-")).collect();
+    let foreign =
+        FOREIGN.iter().filter(|(name, _)| !own.iter().any(|o| o == name)).map(|(name, _)| format!("--{name}"));
+    let foreign = foreign.collect::<Vec<_>>().join(", ");
+    command.after_help(format!(
+        "CleanRL's spellings work too: snake_case names, a no- prefix or False for a false boolean, and its flags that \
+         are no option here: {foreign} (what each does: docs/ppo.md)"
+    ))
 }
 
 /// CleanRL's fields that are no flag here, and what a pasted command line gets for each (the fields

@@ -166,3 +166,44 @@ fn track_prints_the_wandb_sync_command_at_the_end() {
     let last = stdout.lines().last().unwrap_or_default();
     assert!(last.contains("wandb sync --sync-tensorboard -p pasted -e someone runs/CartPole-v1__ppo__1__"), "{last}");
 }
+
+/// Every binary's `--help` names CleanRL's flags that are no option here but that a pasted command
+/// line may hold (`--track`, ...) and where they are explained; and every flag any `--help` mentions,
+/// in a flag's explanation too, is one that binary takes (`ppo_multilevel`'s `--resume` once named
+/// `--total-timesteps`, which it refuses).
+#[test]
+fn help_names_only_flags_the_binary_takes() {
+    let all = [
+        &BINARIES[..],
+        &[
+            ("ppo_lstm_workers", env!("CARGO_BIN_EXE_ppo_lstm_workers")),
+            ("ppo_multilevel", env!("CARGO_BIN_EXE_ppo_multilevel")),
+            ("ppo_noisy", env!("CARGO_BIN_EXE_ppo_noisy")),
+        ],
+    ]
+    .concat();
+    for (binary, bin) in all {
+        let help = Command::new(bin).arg("--help").output().expect("runs");
+        let help = String::from_utf8_lossy(&help.stdout).into_owned();
+        assert!(help.contains("--track") && help.contains("docs/ppo.md"), "{binary} --help: {help}");
+        let words = |text: &str| -> Vec<String> {
+            let words = text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+            words.filter(|w| w.starts_with("--") && w.len() > 2).map(String::from).collect()
+        };
+        // the options --help lists (each line that starts with one), and the CleanRL flags its last paragraph names
+        let listed: Vec<String> = help.lines().filter(|l| l.trim_start().starts_with('-')).flat_map(words).collect();
+        let cleanrl = help.lines().rfind(|l| l.starts_with("CleanRL's spellings")).map_or(Vec::new(), words);
+        let mut others = words(&help);
+        others.retain(|w| !listed.contains(w) && !cleanrl.contains(w));
+        others.dedup();
+        // each flag named only in an explanation: parsed alone, it is not unknown to the binary
+        for flag in others {
+            let out = parse(bin, &[flag.to_string()]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !stderr.contains("unexpected argument"),
+                "{binary} --help names {flag}, which it refuses: {stderr}"
+            );
+        }
+    }
+}
