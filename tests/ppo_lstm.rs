@@ -153,3 +153,17 @@ fn the_lstm_balances_cartpole_without_velocities_and_ppo_without_memory_cannot()
     let lowest = best.iter().copied().fold(f64::INFINITY, f64::min);
     assert!(mlp_last < lowest / 2.0, "ppo without memory ends at {mlp_last}; ppo_lstm reached {best:?}");
 }
+
+/// docs/ppo_lstm.md gives the run that learns CartPoleNoVel-v1 as a command to copy: the settings
+/// `the_lstm_balances_cartpole_without_velocities_and_ppo_without_memory_cannot` runs (seed 1), flag for flag.
+#[test]
+fn the_docs_command_is_the_tested_run() {
+    let docs = std::fs::read_to_string("docs/ppo_lstm.md").expect("docs/ppo_lstm.md");
+    let start = docs.find("cargo run --release --bin ppo_lstm --").expect("a ppo_lstm command in docs/ppo_lstm.md");
+    let block: String = docs[start..].split("\n\n").next().unwrap_or_default().replace("\\\n", " ");
+    let words: Vec<&str> = block.split_whitespace().skip(6).collect();
+    let pairs = |w: &[&str]| -> std::collections::BTreeMap<String, String> {
+        w.chunks(2).map(|p| (p[0].to_string(), p.get(1).map_or(String::new(), |v| v.to_string()))).collect()
+    };
+    assert_eq!(pairs(&words), pairs(&[NO_VEL, LEARN, &["--seed", "1"]].concat()), "{block}");
+}
