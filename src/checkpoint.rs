@@ -1,67 +1,76 @@
-//! Checkpoints and `--resume`: [`RunLog::checkpoint`] writes the weights, Adam's state, the running
-//! statistics and the counters; [`Start`] is where the loop starts, a new run or where the run's
-//! checkpoint stood, read back bit for bit.
+//! Checkpoints and `--resume`, all of it: `write` puts the weights, Adam's state, the running
+//! statistics and the counters in the run's `checkpoint.safetensors`; [`Start`] is where the loop
+//! starts, a new run or where the run's checkpoint stood, read back and checked bit for bit (with the
+//! seed it goes on from); and the run's logs are cut back to the checkpoint (`Start::kept_logs`,
+//! `Start::logs_anew`). `RunLog` calls it (it knows when to write a checkpoint and what it logged);
+//! nothing here knows the log.
 
 use crate::cli::Experiment;
 use crate::fail;
 use crate::lock::tmp_path;
-use crate::logs::RunLog;
 use crate::optim::FlatAdam;
+use std::path::Path;
 use std::time::Instant;
 use tch::{Device, Tensor};
 
-impl RunLog {
-    /// Every `--checkpoint-interval` updates and after the last: the weights, Adam's state, the
-    /// running statistics and the counters in `checkpoint.safetensors`, written to a temporary file
-    /// and renamed, so that a crash while writing leaves the previous one. Fails with exit code 1.
-    /// The counters are those of the update logged last; `stats` are the running statistics of the
-    /// variant's normalization wrappers (none: `&[]`).
-    pub fn checkpoint(&mut self, optimizer: &FlatAdam, stats: &[envs::SharedRms]) {
-        let ((iteration, global_step, learning_rate), num_iterations) = (self.last, self.num_iterations);
-        let every = self.checkpoint_interval;
-        if every == 0 || !(iteration.is_multiple_of(every) || iteration == num_iterations) {
-            return;
-        }
-        let write_start = Instant::now();
-        let mut tensors = std::collections::BTreeMap::new();
-        for (name, t) in [("weights", &optimizer.flat), ("adam.m", &optimizer.m), ("adam.v", &optimizer.v)] {
-            tensors.insert(name.to_string(), t.to_device(Device::Cpu));
-        }
-        for (i, handle) in stats.iter().enumerate() {
-            let rms = handle.lock();
-            tensors
-                .insert(format!("rms.{i}"), Tensor::from_slice(&[&rms.mean[..], &rms.var[..], &[rms.count]].concat()));
-        }
-        let meta = CheckpointMeta {
-            binary: self.binary.into(),
-            env_id: self.env_id.clone(),
-            iteration,
-            global_step,
-            adam_step: optimizer.t,
-            learning_rate,
-            elapsed_seconds: self.start_time.elapsed().as_secs_f64(),
-            stats: stats.len(),
-            checksum: checksum(&tensors),
-            logged: Some((self.rows, self.episode_rows)),
-        };
-        let json = serde_json::to_vec(&meta).expect("numbers and strings");
-        tensors.insert("meta".into(), Tensor::from_slice(&json));
-        let path = self.dir.join("checkpoint.safetensors");
-        let tmp = tmp_path(&path);
-        let written = Tensor::write_safetensors(&tensors.iter().collect::<Vec<_>>(), &tmp)
-            .map_err(std::io::Error::other)
-            .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
-            .and_then(|()| std::fs::rename(&tmp, &path));
-        if let Err(e) = written {
-            self.fail(format!("cannot write {}: {e}", path.display()));
-        }
-        self.checkpoint_seconds = write_start.elapsed().as_secs_f64();
+/// What the run's log knows when a checkpoint is written: whose run it is, the update it logged
+/// last, and how many rows it logged.
+pub(crate) struct Progress<'a> {
+    pub(crate) binary: &'a str,
+    pub(crate) env_id: &'a str,
+    /// the update logged last: its iteration, global_step and learning rate
+    pub(crate) last: (usize, u64, f64),
+    /// when the run started, as if it had never stopped (the checkpoint keeps the time so far)
+    pub(crate) start_time: Instant,
+    /// the rows of updates.csv and episodes.csv so far
+    pub(crate) logged: (usize, usize),
+}
+
+/// Writes the weights, Adam's state, the running statistics `stats` of the variant's normalization
+/// wrappers (none: `&[]`) and the counters of `progress` in `dir/checkpoint.safetensors`: to a
+/// temporary file, then renamed, so that a crash while writing leaves the previous one. The error
+/// is one line.
+pub(crate) fn write(
+    dir: &Path,
+    progress: Progress,
+    optimizer: &FlatAdam,
+    stats: &[envs::SharedRms],
+) -> Result<(), String> {
+    let mut tensors = std::collections::BTreeMap::new();
+    for (name, t) in [("weights", &optimizer.flat), ("adam.m", &optimizer.m), ("adam.v", &optimizer.v)] {
+        tensors.insert(name.to_string(), t.to_device(Device::Cpu));
     }
+    for (i, handle) in stats.iter().enumerate() {
+        let rms = handle.lock();
+        tensors.insert(format!("rms.{i}"), Tensor::from_slice(&[&rms.mean[..], &rms.var[..], &[rms.count]].concat()));
+    }
+    let (iteration, global_step, learning_rate) = progress.last;
+    let meta = CheckpointMeta {
+        binary: progress.binary.into(),
+        env_id: progress.env_id.into(),
+        iteration,
+        global_step,
+        adam_step: optimizer.t,
+        learning_rate,
+        elapsed_seconds: progress.start_time.elapsed().as_secs_f64(),
+        stats: stats.len(),
+        checksum: checksum(&tensors),
+        logged: Some(progress.logged),
+    };
+    let json = serde_json::to_vec(&meta).expect("numbers and strings");
+    tensors.insert("meta".into(), Tensor::from_slice(&json));
+    let path = dir.join("checkpoint.safetensors");
+    let tmp = tmp_path(&path);
+    let written = Tensor::write_safetensors(&tensors.iter().collect::<Vec<_>>(), &tmp)
+        .map_err(std::io::Error::other)
+        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    written.map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// `--resume`: the logs must hold every row up to the checkpoint (as many as it counted when it was
 /// written), or resuming would leave a hole in them.
-pub(crate) fn logs_reach(checkpoint: &CheckpointMeta, updates: usize, episodes: usize) -> Result<(), String> {
+fn logs_reach(checkpoint: &CheckpointMeta, updates: usize, episodes: usize) -> Result<(), String> {
     // checkpoints of versions before the counts: one update row per iteration
     let (want_updates, want_episodes) = checkpoint.logged.unwrap_or((checkpoint.iteration, episodes));
     if updates < want_updates {
@@ -93,7 +102,7 @@ pub struct Start {
     /// the learning rate of the checkpoint's last update (none for a new run), where a variant adapts it
     pub learning_rate: Option<f64>,
     /// what the checkpoint said of itself (none for a new run): its run's logs must reach it
-    pub(crate) checkpoint: Option<CheckpointMeta>,
+    checkpoint: Option<CheckpointMeta>,
 }
 
 impl Start {
@@ -162,22 +171,22 @@ impl Start {
 
 /// What a checkpoint says of itself, beside its tensors (stored as JSON in the tensor "meta").
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
-pub(crate) struct CheckpointMeta {
-    pub(crate) binary: String,
-    pub(crate) env_id: String,
-    pub(crate) iteration: usize,
-    pub(crate) global_step: u64,
-    pub(crate) adam_step: i32,
+struct CheckpointMeta {
+    binary: String,
+    env_id: String,
+    iteration: usize,
+    global_step: u64,
+    adam_step: i32,
     /// the learning rate of the last update
-    pub(crate) learning_rate: f64,
-    pub(crate) elapsed_seconds: f64,
+    learning_rate: f64,
+    elapsed_seconds: f64,
     /// how many running statistics (`rms.0`, `rms.1`, ...)
-    pub(crate) stats: usize,
+    stats: usize,
     /// FNV-1a over every other tensor's bytes, in name order: a damaged file does not load
-    pub(crate) checksum: u64,
+    checksum: u64,
     /// the rows of updates.csv and episodes.csv when it was written (absent before version 0.1's locks)
     #[serde(default)]
-    pub(crate) logged: Option<(usize, usize)>,
+    logged: Option<(usize, usize)>,
 }
 
 fn checksum(tensors: &std::collections::BTreeMap<String, Tensor>) -> u64 {
@@ -191,8 +200,8 @@ fn checksum(tensors: &std::collections::BTreeMap<String, Tensor>) -> u64 {
     hash
 }
 
-pub(crate) fn read_checkpoint(
-    dir: &std::path::Path,
+fn read_checkpoint(
+    dir: &Path,
     bin: &str,
     env_id: &str,
 ) -> Result<(CheckpointMeta, std::collections::BTreeMap<String, Tensor>), String> {
@@ -219,52 +228,115 @@ pub(crate) fn read_checkpoint(
     Ok((meta, tensors))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cli::tests::{run_args, Args};
-    use crate::cli::RunArgs;
-    use crate::lock::RunLock;
-    use crate::logs::Logged;
-    use tch::{nn, nn::Module, Kind};
+/// A CSV file's header and rows.
+pub(crate) type Table = (csv::StringRecord, Vec<csv::StringRecord>);
 
-    /// A checkpoint gives back the weights, Adam's state and the running statistics bit for bit,
-    /// and the counters of the update logged last.
-    #[test]
-    fn a_checkpoint_restores_weights_adam_and_statistics_bit_for_bit() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let make = || {
-            let vs = nn::VarStore::new(Device::Cpu);
-            let layer = nn::linear(vs.root() / "layer", 3, 2, Default::default());
-            let optimizer = FlatAdam::new(&vs, 1e-5);
-            (vs, layer, optimizer)
-        };
-        let (_vs, layer, mut saved) = make();
-        for _ in 0..3 {
-            saved.zero_grad();
-            layer.forward(&Tensor::randn([4, 3], (Kind::Float, Device::Cpu))).square().sum(Kind::Float).backward();
-            saved.step(1e-2);
+impl Start {
+    /// With `--resume`, before the run's lock is taken (whose file would then name this process):
+    /// refuses logs that do not reach the checkpoint, exit code 2 ([`Start::kept_logs`]), or that
+    /// cannot be read, exit code 1. A new run: nothing to check.
+    pub(crate) fn check_logs(&self, dir: &Path) {
+        if self.checkpoint.is_some() {
+            self.kept_logs(dir).unwrap_or_else(|e| fail(1, format!("cannot read {}: {e}", dir.display())));
         }
-        let rms = envs::RunningMeanStd { mean: vec![0.1, -0.2], var: vec![3.0, 1e-3], count: 5.5 };
-        let args = Args { run: RunArgs { resume: None, ..run_args() }, env_id: "CartPole-v1".into() };
-        let start = Start::new(&args, 7, &mut make().2, &[]);
-        let lock = RunLock::take(dir.path(), "ppo").expect("lock");
-        let mut log = RunLog::open(dir.path().to_path_buf(), lock, &args, "cpu", &start).expect("run log");
-        let row = [("iteration", 7.0), ("global_step", 700.0), ("charts/learning_rate", 1e-3)]
-            .map(|(n, v)| (n, Logged::OnHost(v)));
-        log.update(&row, &Tensor::from(0f32), 0.0, Instant::now());
-        log.checkpoint(&saved, &[envs::SharedRms::new(rms.clone())]);
-
-        let args = Args { run: RunArgs { resume: Some(dir.path().to_path_buf()), ..run_args() }, ..args };
-        let (_vs, _layer, mut restored) = make();
-        let restored_rms = envs::SharedRms::new(envs::RunningMeanStd::new(2));
-        let start = Start::new(&args, 8, &mut restored, std::slice::from_ref(&restored_rms));
-        assert_eq!((start.iteration, start.global_step, start.learning_rate), (7, 700, Some(1e-3)));
-        let bits = |t: &Tensor| crate::to_host(t).iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        for (a, b) in [(&saved.flat, &restored.flat), (&saved.m, &restored.m), (&saved.v, &restored.v)] {
-            assert_eq!(bits(a), bits(b));
-        }
-        assert_eq!(saved.t, restored.t);
-        assert_eq!(*restored_rms.lock(), rms);
     }
+
+    /// With `--resume`, once the run's lock is held: another process may have resumed the run and
+    /// ended between our reading of the checkpoint and our lock, and the checkpoint read is then not
+    /// the run's (exit code 2). A new run: nothing to check.
+    pub(crate) fn check_unchanged(&self, dir: &Path, bin: &str, env_id: &str) {
+        if let Some(read) = &self.checkpoint {
+            let now = read_checkpoint(dir, bin, env_id).map(|(meta, _)| meta.checksum);
+            if now != Ok(read.checksum) {
+                fail(2, format!("{}: its checkpoint changed while this process started; resume again", dir.display()));
+            }
+        }
+    }
+
+    /// The rows of updates.csv and episodes.csv up to where the loop starts; with `--resume` they must
+    /// hold every row up to the checkpoint (one line, exit code 2 otherwise). A new run's: none.
+    pub(crate) fn kept_logs(&self, dir: &Path) -> std::io::Result<(Table, Table)> {
+        let (iteration, global_step) = (self.iteration as f64, self.global_step as f64);
+        let updates_kept = rows_up_to(&dir.join("updates.csv"), "iteration", iteration)?;
+        let episodes_kept = rows_up_to(&dir.join("episodes.csv"), "global_step", global_step)?;
+        let (updates, episodes) = (("updates.csv", &updates_kept.0), ("episodes.csv", &episodes_kept.0));
+        for ((name, header), column) in
+            [(updates, "iteration"), (episodes, "global_step"), (episodes, "charts/episodic_return")]
+        {
+            if !header.is_empty() && !header.iter().any(|h| h == column) {
+                fail(2, format!("cannot resume {}: its {name} has no {column} column (damaged)", dir.display()));
+            }
+        }
+        if let Some(checkpoint) = &self.checkpoint {
+            logs_reach(checkpoint, updates_kept.1.len(), episodes_kept.1.len())
+                .unwrap_or_else(|e| fail(2, format!("cannot resume {}: {e}", dir.display())));
+        }
+        Ok((updates_kept, episodes_kept))
+    }
+
+    /// The logs of `dir` cut back to where the loop starts, the rows `kept` ([`Start::kept_logs`]):
+    /// the CSVs written anew with them (what was logged after the checkpoint goes), and TensorBoard's
+    /// events too, so that no row is missing or repeated; the writer of the new events (a new run: a
+    /// new file, empty).
+    pub(crate) fn logs_anew(
+        &self,
+        dir: &Path,
+        (updates_kept, episodes_kept): &(Table, Table),
+    ) -> std::io::Result<tboard::EventWriter<std::fs::File>> {
+        rewrite(&dir.join("updates.csv"), updates_kept)?;
+        rewrite(&dir.join("episodes.csv"), episodes_kept)?;
+        let old_events: Vec<_> = std::fs::read_dir(dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("events.out.tfevents.")))
+            .collect();
+        if self.iteration > 0 {
+            println!("resuming {} at iteration {}, global_step {}", dir.display(), self.iteration, self.global_step);
+        }
+        let mut tb = tboard::EventWriter::create(dir).map_err(std::io::Error::other)?;
+        for (header, rows) in [updates_kept, episodes_kept] {
+            let step = header.iter().position(|h| h == "global_step").unwrap_or(0);
+            for row in rows {
+                let step = row[step].parse::<f64>().unwrap_or(0.0) as i64;
+                for (tag, value) in header.iter().zip(row).filter(|(tag, _)| tag.contains('/')) {
+                    let value = value.parse::<f64>().unwrap_or(f64::NAN) as f32;
+                    tb.write_scalar(step, tag, value).map_err(std::io::Error::other)?;
+                }
+            }
+        }
+        for old in old_events {
+            std::fs::remove_file(old)?;
+        }
+        Ok(tb)
+    }
+}
+
+/// `--resume`: a CSV file's header and its rows up to the last whose `column` is at most `limit` (a
+/// row cut short by a crash ends them); none when the file does not exist (a new run).
+fn rows_up_to(path: &Path, column: &str, limit: f64) -> std::io::Result<Table> {
+    if !path.exists() {
+        return Ok(Default::default());
+    }
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_path(path)?;
+    let header = reader.headers()?.clone();
+    let i = header.iter().position(|h| h == column).unwrap_or(0);
+    let fits = |r: &csv::StringRecord| r.len() == header.len() && r[i].parse::<f64>().is_ok_and(|x| x <= limit);
+    let rows: Vec<_> = reader.records().map_while(|r| r.ok().filter(fits)).collect();
+    Ok((header, rows))
+}
+
+/// Writes a CSV file anew with `table` (what was logged after the checkpoint goes), atomically.
+fn rewrite(path: &Path, (header, rows): &Table) -> std::io::Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let tmp = tmp_path(path);
+    let mut writer = csv::Writer::from_path(&tmp)?;
+    if !header.is_empty() {
+        writer.write_record(header)?;
+    }
+    for row in rows {
+        writer.write_record(row)?;
+    }
+    writer.flush()?;
+    std::fs::rename(tmp, path)
 }

@@ -4,8 +4,10 @@
 //!
 //! - [`optim`]: Adam over one flat vector of the parameters, and gradient-norm clipping.
 //! - [`cli`]: the experiment's flags and their parsing (with `--resume`'s arguments).
-//! - [`logs`]: the run directory: args.json, the CSVs, TensorBoard events, the progress bar, the saved model.
-//! - [`checkpoint`]: checkpoints, and where the loop starts (`--resume`).
+//! - [`logs`]: the run directory: args.json, the CSVs, TensorBoard events, the progress bar, the saved model;
+//!   when a checkpoint is written.
+//! - [`checkpoint`]: all of `--resume`: the checkpoint's file (written, read back and checked), where the
+//!   loop starts ([`Start`]: weights, Adam's state, statistics, seed), the logs cut back to the checkpoint.
 //! - `lock`: one writer per run directory (an advisory lock the OS releases with the process).
 //! - [`trace`]: the parity trace (`PPO_TRACE=FILE`) that tests/parity.rs compares with CleanRL.
 //! - [`flags`]: value parsers, the range in which each numeric flag can work.
@@ -23,6 +25,7 @@ pub mod flags;
 mod lock;
 pub mod logs;
 pub mod nccl;
+mod openmp;
 pub mod optim;
 pub mod ranks;
 pub mod trace;

@@ -1,11 +1,13 @@
 //! The run's logs: the directory `runs/<run-name>/` and what goes in it (CleanRL's SummaryWriter and
 //! more): args.json, episodes.csv and updates.csv, TensorBoard events, the progress bar, the saved
-//! model and eval.csv. [`RunLog::checkpoint`] is in `checkpoint`.
+//! model and eval.csv; and when a checkpoint is written ([`RunLog::checkpoint`]). What a checkpoint
+//! holds, and all of `--resume` (the logs cut back to the checkpoint included), is `checkpoint`'s.
 
-use crate::checkpoint::{logs_reach, read_checkpoint, Start};
+use crate::checkpoint::{self, Start};
 use crate::cli::Experiment;
 use crate::fail;
 use crate::lock::{tmp_path, RunLock};
+use crate::optim::FlatAdam;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Instant;
@@ -46,36 +48,36 @@ pub fn read_host(ts: &[&Tensor]) -> Vec<f64> {
 /// updates.csv (flushed every update), TensorBoard events with the CSVs' tags and steps
 /// (`tensorboard --logdir runs`), the model and eval.csv; and the progress on the terminal.
 pub struct RunLog {
-    pub(crate) dir: std::path::PathBuf,
+    dir: std::path::PathBuf,
     /// held to the end of the process: no other process writes this run
-    pub(crate) _lock: RunLock,
-    pub(crate) episodes: csv::Writer<std::fs::File>,
-    pub(crate) updates: csv::Writer<std::fs::File>,
-    pub(crate) rows: usize,
+    _lock: RunLock,
+    episodes: csv::Writer<std::fs::File>,
+    updates: csv::Writer<std::fs::File>,
+    rows: usize,
     /// episodes.csv's rows so far (the checkpoint records both counts; a resume checks them)
-    pub(crate) episode_rows: usize,
+    episode_rows: usize,
     /// the fourth column of episodes.csv, naming the process of each episode, where one process logs
     /// the episodes of several (the ranks of a data-parallel run, the workers of one learner)
-    pub(crate) process_column: Option<&'static str>,
-    pub(crate) episodes_header: bool,
-    pub(crate) recent: std::collections::VecDeque<f64>,
-    pub(crate) tb: tboard::EventWriter<std::fs::File>,
+    process_column: Option<&'static str>,
+    episodes_header: bool,
+    recent: std::collections::VecDeque<f64>,
+    tb: tboard::EventWriter<std::fs::File>,
     /// a progress bar on a terminal; a plain line every 2% of the run otherwise
-    pub(crate) bar: Option<ProgressBar>,
+    bar: Option<ProgressBar>,
     /// when the previous update was logged (or the run started): the iteration's wall time
-    pub(crate) last_update: Instant,
+    last_update: Instant,
     /// when the run started, as if it had never stopped (for the checkpoint's elapsed time)
-    pub(crate) start_time: Instant,
-    pub(crate) checkpoint_interval: usize,
+    start_time: Instant,
+    checkpoint_interval: usize,
     /// the time the last checkpoint took to write, logged with the next update
-    pub(crate) checkpoint_seconds: f64,
-    pub(crate) binary: &'static str,
-    pub(crate) env_id: String,
-    pub(crate) num_iterations: usize,
+    checkpoint_seconds: f64,
+    binary: &'static str,
+    env_id: String,
+    num_iterations: usize,
     /// the last update's iteration, global_step and learning rate, for the checkpoint after it
-    pub(crate) last: (usize, u64, f64),
+    last: (usize, u64, f64),
     /// when this process started, and at which iteration: the time left is estimated from the pace since
-    pub(crate) resumed: (Instant, usize),
+    resumed: (Instant, usize),
 }
 
 impl RunLog {
@@ -89,25 +91,17 @@ impl RunLog {
             Some(dir) => dir.clone(),
             None => new_run_dir(run_name).unwrap_or_else(|e| fail(1, format!("cannot create runs/{run_name}: {e}"))),
         };
-        if start.checkpoint.is_some() {
-            // refused before the lock, whose file would then name this process
-            kept_logs(&dir, start).unwrap_or_else(|e| fail(1, format!("cannot read {}: {e}", dir.display())));
-        }
+        start.check_logs(&dir); // --resume: logs that cannot go on are refused before the lock
         let lock = RunLock::take(&dir, A::NAME).unwrap_or_else(|e| fail(2, e));
-        if let Some(read) = &start.checkpoint {
-            // another process may have resumed the run and ended between our reading and our lock
-            let now = read_checkpoint(&dir, A::NAME, args.env_id()).map(|(meta, _)| meta.checksum);
-            if now != Ok(read.checksum) {
-                fail(2, format!("{}: its checkpoint changed while this process started; resume again", dir.display()));
-            }
-        }
+        start.check_unchanged(&dir, A::NAME, args.env_id()); // --resume: the checkpoint read is still the run's
         let log = RunLog::open(dir, lock, args, device, start);
         log.unwrap_or_else(|e| fail(1, format!("cannot write runs/{run_name}: {e}")))
     }
 
     /// With `--resume` the CSVs are cut back to the checkpoint (what was logged after it goes) and
-    /// TensorBoard's events are written anew from them, so that no row is missing or repeated.
-    /// Refuses (exit code 2, nothing changed) logs that do not reach the checkpoint.
+    /// TensorBoard's events are written anew from them, so that no row is missing or repeated
+    /// ([`Start::logs_anew`]). Refuses (exit code 2, nothing changed) logs that do not reach the
+    /// checkpoint.
     pub(crate) fn open<A: Experiment>(
         dir: std::path::PathBuf,
         lock: RunLock,
@@ -115,36 +109,15 @@ impl RunLog {
         device: &str,
         start: &Start,
     ) -> std::io::Result<RunLog> {
-        let (updates_kept, episodes_kept) = kept_logs(&dir, start)?;
+        let kept = start.kept_logs(&dir)?;
         let mut json = serde_json::to_value(args)?;
         json["binary"] = A::NAME.into(); // what --resume checks
         json["device"] = device.into(); // the device the run used, as the line at start says
         let tmp = tmp_path(&dir.join("args.json"));
         std::fs::write(&tmp, serde_json::to_string_pretty(&json)? + "\n")?;
         std::fs::rename(tmp, dir.join("args.json"))?;
-        rewrite(&dir.join("updates.csv"), &updates_kept)?;
-        rewrite(&dir.join("episodes.csv"), &episodes_kept)?;
-        let old_events: Vec<_> = std::fs::read_dir(&dir)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("events.out.tfevents.")))
-            .collect();
-        if start.iteration > 0 {
-            println!("resuming {} at iteration {}, global_step {}", dir.display(), start.iteration, start.global_step);
-        }
-        let mut tb = tboard::EventWriter::create(&dir).map_err(std::io::Error::other)?;
-        for (header, rows) in [&updates_kept, &episodes_kept] {
-            let step = header.iter().position(|h| h == "global_step").unwrap_or(0);
-            for row in rows {
-                let step = row[step].parse::<f64>().unwrap_or(0.0) as i64;
-                for (tag, value) in header.iter().zip(row).filter(|(tag, _)| tag.contains('/')) {
-                    let value = value.parse::<f64>().unwrap_or(f64::NAN) as f32;
-                    tb.write_scalar(step, tag, value).map_err(std::io::Error::other)?;
-                }
-            }
-        }
-        for old in old_events {
-            std::fs::remove_file(old)?;
-        }
+        let tb = start.logs_anew(&dir, &kept)?;
+        let (updates_kept, episodes_kept) = kept;
         let append = |name: &str| -> std::io::Result<csv::Writer<std::fs::File>> {
             let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(name))?;
             Ok(csv::Writer::from_writer(file))
@@ -304,6 +277,26 @@ impl RunLog {
         self.episodes.flush()
     }
 
+    /// Every `--checkpoint-interval` updates and after the last: the weights, Adam's state, the
+    /// running statistics and the counters in `checkpoint.safetensors` (`checkpoint::write`), so that
+    /// a crash while writing leaves the previous one. Fails with exit code 1. The counters are those of
+    /// the update logged last; `stats` are the running statistics of the variant's normalization
+    /// wrappers (none: `&[]`).
+    pub fn checkpoint(&mut self, optimizer: &FlatAdam, stats: &[envs::SharedRms]) {
+        let (iteration, every) = (self.last.0, self.checkpoint_interval);
+        if every == 0 || !(iteration.is_multiple_of(every) || iteration == self.num_iterations) {
+            return;
+        }
+        let write_start = Instant::now();
+        let (binary, env_id, last, start_time) = (self.binary, &self.env_id[..], self.last, self.start_time);
+        let progress =
+            checkpoint::Progress { binary, env_id, last, start_time, logged: (self.rows, self.episode_rows) };
+        if let Err(e) = checkpoint::write(&self.dir, progress, optimizer, stats) {
+            self.fail(e);
+        }
+        self.checkpoint_seconds = write_start.elapsed().as_secs_f64();
+    }
+
     /// Saves the weights as `<name>.safetensors` in the run directory: written to a temporary
     /// file, then renamed, so a crash never leaves a half-written model. Fails with exit code 1.
     pub fn save(&self, vs: &nn::VarStore, name: &str) -> std::path::PathBuf {
@@ -351,61 +344,6 @@ impl Drop for RunLog {
     }
 }
 
-/// `--resume`: a CSV file's header and its rows up to the last whose `column` is at most `limit` (a
-/// row cut short by a crash ends them); none when the file does not exist (a new run).
-fn rows_up_to(path: &std::path::Path, column: &str, limit: f64) -> std::io::Result<Table> {
-    if !path.exists() {
-        return Ok(Default::default());
-    }
-    let mut reader = csv::ReaderBuilder::new().flexible(true).from_path(path)?;
-    let header = reader.headers()?.clone();
-    let i = header.iter().position(|h| h == column).unwrap_or(0);
-    let fits = |r: &csv::StringRecord| r.len() == header.len() && r[i].parse::<f64>().is_ok_and(|x| x <= limit);
-    let rows: Vec<_> = reader.records().map_while(|r| r.ok().filter(fits)).collect();
-    Ok((header, rows))
-}
-
-/// The rows of updates.csv and episodes.csv up to where the loop starts; with `--resume` they must
-/// hold every row up to the checkpoint (one line, exit code 2 otherwise).
-fn kept_logs(dir: &std::path::Path, start: &Start) -> std::io::Result<(Table, Table)> {
-    let (iteration, global_step) = (start.iteration as f64, start.global_step as f64);
-    let updates_kept = rows_up_to(&dir.join("updates.csv"), "iteration", iteration)?;
-    let episodes_kept = rows_up_to(&dir.join("episodes.csv"), "global_step", global_step)?;
-    let (updates, episodes) = (("updates.csv", &updates_kept.0), ("episodes.csv", &episodes_kept.0));
-    for ((name, header), column) in
-        [(updates, "iteration"), (episodes, "global_step"), (episodes, "charts/episodic_return")]
-    {
-        if !header.is_empty() && !header.iter().any(|h| h == column) {
-            fail(2, format!("cannot resume {}: its {name} has no {column} column (damaged)", dir.display()));
-        }
-    }
-    if let Some(checkpoint) = &start.checkpoint {
-        logs_reach(checkpoint, updates_kept.1.len(), episodes_kept.1.len())
-            .unwrap_or_else(|e| fail(2, format!("cannot resume {}: {e}", dir.display())));
-    }
-    Ok((updates_kept, episodes_kept))
-}
-
-/// A CSV file's header and rows.
-type Table = (csv::StringRecord, Vec<csv::StringRecord>);
-
-/// Writes a CSV file anew with `table` (what was logged after the checkpoint goes), atomically.
-fn rewrite(path: &std::path::Path, (header, rows): &Table) -> std::io::Result<()> {
-    if !path.exists() {
-        return Ok(());
-    }
-    let tmp = tmp_path(path);
-    let mut writer = csv::Writer::from_path(&tmp)?;
-    if !header.is_empty() {
-        writer.write_record(header)?;
-    }
-    for row in rows {
-        writer.write_record(row)?;
-    }
-    writer.flush()?;
-    std::fs::rename(tmp, path)
-}
-
 /// A new directory `runs/<run_name>` (`-2`, `-3`, ... appended while the name is taken).
 fn new_run_dir(run_name: &str) -> std::io::Result<std::path::PathBuf> {
     std::fs::create_dir_all("runs")?;
@@ -418,4 +356,52 @@ fn new_run_dir(run_name: &str) -> std::io::Result<std::path::PathBuf> {
         }
     }
     unreachable!("a free name")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::tests::{run_args, Args};
+    use crate::cli::RunArgs;
+    use tch::nn::Module;
+
+    /// A checkpoint gives back the weights, Adam's state and the running statistics bit for bit,
+    /// and the counters of the update logged last.
+    #[test]
+    fn a_checkpoint_restores_weights_adam_and_statistics_bit_for_bit() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let make = || {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let layer = nn::linear(vs.root() / "layer", 3, 2, Default::default());
+            let optimizer = FlatAdam::new(&vs, 1e-5);
+            (vs, layer, optimizer)
+        };
+        let (_vs, layer, mut saved) = make();
+        for _ in 0..3 {
+            saved.zero_grad();
+            layer.forward(&Tensor::randn([4, 3], (Kind::Float, Device::Cpu))).square().sum(Kind::Float).backward();
+            saved.step(1e-2);
+        }
+        let rms = envs::RunningMeanStd { mean: vec![0.1, -0.2], var: vec![3.0, 1e-3], count: 5.5 };
+        let args = Args { run: RunArgs { resume: None, ..run_args() }, env_id: "CartPole-v1".into() };
+        let start = Start::new(&args, 7, &mut make().2, &[]);
+        let lock = RunLock::take(dir.path(), "ppo").expect("lock");
+        let mut log = RunLog::open(dir.path().to_path_buf(), lock, &args, "cpu", &start).expect("run log");
+        let row = [("iteration", 7.0), ("global_step", 700.0), ("charts/learning_rate", 1e-3)]
+            .map(|(n, v)| (n, Logged::OnHost(v)));
+        log.update(&row, &Tensor::from(0f32), 0.0, Instant::now());
+        log.checkpoint(&saved, &[envs::SharedRms::new(rms.clone())]);
+
+        let args = Args { run: RunArgs { resume: Some(dir.path().to_path_buf()), ..run_args() }, ..args };
+        let (_vs, _layer, mut restored) = make();
+        let restored_rms = envs::SharedRms::new(envs::RunningMeanStd::new(2));
+        let start = Start::new(&args, 8, &mut restored, std::slice::from_ref(&restored_rms));
+        assert_eq!((start.iteration, start.global_step, start.learning_rate), (7, 700, Some(1e-3)));
+        let bits = |t: &Tensor| crate::to_host(t).iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (a, b) in [(&saved.flat, &restored.flat), (&saved.m, &restored.m), (&saved.v, &restored.v)] {
+            assert_eq!(bits(a), bits(b));
+        }
+        assert_eq!(saved.t, restored.t);
+        assert_eq!(*restored_rms.lock(), rms);
+    }
 }

@@ -1,0 +1,219 @@
+//! The library's layering: no modules of src/ reach into each other. A module that names another in
+//! its code (`use crate::logs::RunLog`, `crate::cli::TRACK`, or an item src/lib.rs re-exports from
+//! it, `crate::Start`) depends on it; two that depend on each other, directly or around a longer
+//! ring, share something that neither owns, and the test names them.
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A module's references to the others: (the module named, the line naming it).
+type Edges = BTreeMap<String, BTreeMap<String, usize>>;
+
+/// The library's modules, as src/lib.rs declares them (`mod x;`, `pub mod x;`), each with its
+/// source: src/x.rs or src/x/mod.rs.
+fn modules(lib: &str) -> BTreeMap<String, String> {
+    let code = code(lib);
+    let words: Vec<&str> = code.split(|c: char| c.is_whitespace()).filter(|w| !w.is_empty()).collect();
+    let names = words.windows(2).filter(|w| w[0] == "mod").filter_map(|w| w[1].strip_suffix(';'));
+    let source = |name: &str| {
+        let (file, dir) = (format!("src/{name}.rs"), format!("src/{name}/mod.rs"));
+        std::fs::read_to_string(&file).or_else(|_| std::fs::read_to_string(&dir)).expect("a module's source")
+    };
+    names.map(|name| (name.to_string(), source(name))).collect()
+}
+
+/// The items src/lib.rs re-exports, each with its module: `pub use logs::{Logged, RunLog};` gives
+/// `Logged` and `RunLog` of `logs` (under the name they take there, `as` followed).
+fn reexports(lib: &str, modules: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut items = BTreeMap::new();
+    for stmt in code(lib).split(';').filter_map(|s| s.trim().strip_prefix("pub use ")) {
+        let Some((module, rest)) = stmt.split_once("::") else { continue };
+        if !modules.contains_key(module.trim()) {
+            continue; // another crate's
+        }
+        for item in rest.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split(',') {
+            let name = item.rsplit([':', ' ']).find(|w| !w.is_empty());
+            if let Some(name) = name.filter(|n| *n != "self" && *n != "*") {
+                items.insert(name.to_string(), module.trim().to_string());
+            }
+        }
+    }
+    items
+}
+
+/// A Rust source with its comments and its string and char literals blanked (their newlines kept,
+/// so that line numbers stay): what is left is code.
+fn code(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = b.to_vec();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for c in &mut out[from..to.min(b.len())] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    };
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < b.len() {
+        let end = match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => src[i..].find('\n').map_or(b.len(), |e| i + e),
+            b'/' if b.get(i + 1) == Some(&b'*') => src[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2),
+            b'r' if (i == 0 || !ident(b[i - 1])) && matches!(b.get(i + 1), Some(b'"' | b'#')) => {
+                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+                if b.get(i + 1 + hashes) != Some(&b'"') {
+                    i += 1;
+                    continue;
+                }
+                let close = format!("\"{}", "#".repeat(hashes));
+                let start = i + 2 + hashes;
+                src[start..].find(&close).map_or(b.len(), |e| start + e + close.len())
+            }
+            b'"' => {
+                let mut j = i + 1;
+                while j < b.len() && b[j] != b'"' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                j + 1
+            }
+            b'\'' => {
+                // a char literal ('x', '\n', '±'); a lifetime ('a) is code
+                let rest = &src[i + 1..];
+                let len = match rest.strip_prefix('\\') {
+                    Some(escaped) => escaped.get(1..).and_then(|e| e.find('\'')).map(|e| e + 2),
+                    None => rest.chars().next().map(char::len_utf8),
+                };
+                match len {
+                    Some(len) if rest.as_bytes().get(len) == Some(&b'\'') => i + len + 2,
+                    _ => i + 1,
+                }
+            }
+            _ => i + 1,
+        };
+        if end > i + 1 {
+            blank(&mut out, i, end);
+        }
+        i = end;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The modules a source names in its code, each with the first line naming it: the first segment
+/// of every path `crate::...` (`$crate::...` too, and each path of a group `crate::{a, b::c}`), a
+/// module itself or an item re-exported from one; items of src/lib.rs itself do not count.
+fn references(
+    src: &str,
+    modules: &BTreeMap<String, String>,
+    reexports: &BTreeMap<String, String>,
+) -> BTreeMap<String, usize> {
+    let code = code(src);
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut found: BTreeMap<String, usize> = BTreeMap::new();
+    for (at, _) in code.match_indices("crate::") {
+        if code[..at].chars().next_back().is_some_and(ident) {
+            continue; // `my_crate::`
+        }
+        let rest = &code[at + "crate::".len()..];
+        let firsts: Vec<&str> = match rest.strip_prefix('{') {
+            Some(group) => {
+                // the group's top-level paths, up to its closing brace
+                let (mut depth, mut paths, mut from) = (0, Vec::new(), 0);
+                for (i, c) in group.char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => {
+                            paths.push(&group[from..i]);
+                            break;
+                        }
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => {
+                            paths.push(&group[from..i]);
+                            from = i + 1;
+                        }
+                        _ => {}
+                    }
+                }
+                paths.into_iter().map(|p| p.trim().split(|c: char| !ident(c)).next().unwrap_or("")).collect()
+            }
+            None => vec![rest.split(|c: char| !ident(c)).next().unwrap_or("")],
+        };
+        let line = code[..at].matches('\n').count() + 1;
+        for first in firsts {
+            let module = if modules.contains_key(first) { Some(first) } else { reexports.get(first).map(|m| &m[..]) };
+            if let Some(module) = module {
+                found.entry(module.to_string()).or_insert(line);
+            }
+        }
+    }
+    found
+}
+
+/// Each module's references to the others (a module's references to itself left out).
+fn dependencies() -> Edges {
+    let lib = std::fs::read_to_string("src/lib.rs").expect("src/lib.rs");
+    let modules = modules(&lib);
+    let reexports = reexports(&lib, &modules);
+    let mut edges = Edges::new();
+    for (name, src) in &modules {
+        let mut found = references(src, &modules, &reexports);
+        found.remove(name);
+        edges.insert(name.clone(), found);
+    }
+    edges
+}
+
+/// The groups of modules that reach each other (each one, through its references, reaches every
+/// other of its group), in name order: a group is a cycle.
+fn cycles(edges: &Edges) -> Vec<Vec<String>> {
+    let reach = |from: &str| {
+        let (mut seen, mut todo) = (BTreeSet::new(), vec![from.to_string()]);
+        while let Some(m) = todo.pop() {
+            for next in edges.get(&m).into_iter().flat_map(|e| e.keys()) {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reaches: BTreeMap<&String, BTreeSet<String>> = edges.keys().map(|m| (m, reach(m))).collect();
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    for (m, r) in &reaches {
+        if !r.contains(*m) || groups.iter().any(|g| g.contains(m)) {
+            continue;
+        }
+        groups.push(r.iter().filter(|o| reaches[o].contains(*m)).cloned().collect());
+    }
+    groups
+}
+
+#[test]
+fn no_two_library_modules_import_each_other() {
+    let edges = dependencies();
+    assert!(edges.values().any(|e| !e.is_empty()), "no module names another: the scan of src/ is broken");
+    let mut found = Vec::new();
+    for group in cycles(&edges) {
+        let mut refs = Vec::new();
+        for a in &group {
+            for (b, line) in edges[a].iter().filter(|(b, _)| group.contains(b)) {
+                refs.push(format!("  {a} uses {b} (src/{a}.rs:{line})"));
+            }
+        }
+        found.push(format!("{} depend on each other:\n{}", group.join(", "), refs.join("\n")));
+    }
+    let why = "one of each pair owns what they share; the other calls it";
+    assert!(found.is_empty(), "library modules in a cycle ({why}):\n{}", found.join("\n"));
+}
+
+/// The scan itself: paths in code count, a group's paths each, re-exported items by their module;
+/// comments, strings and src/lib.rs's own items do not.
+#[test]
+fn the_scan_finds_paths_in_code_only() {
+    let modules: BTreeMap<String, String> =
+        ["checkpoint", "cli", "logs", "lock", "trace"].map(|m| (m.to_string(), String::new())).into();
+    let reexports = BTreeMap::from([("Start".to_string(), "checkpoint".to_string())]);
+    let src = "//! [`crate::trace`]\nuse crate::{fail, lock::{tmp_path, RunLock}};\nfn f() {\n    \
+               let s = \"crate::trace\"; // crate::trace\n    crate::cli::TRACK.get();\n    /* crate::trace */\n}\n\
+               fn g(s: &crate::Start) {}\nmacro_rules! m { () => { $crate::logs::RunLog } }\n";
+    let found = references(src, &modules, &reexports);
+    let want = [("lock", 2), ("cli", 5), ("checkpoint", 8), ("logs", 9)].map(|(m, l)| (m.to_string(), l));
+    assert_eq!(found, BTreeMap::from(want));
+}
