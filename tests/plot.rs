@@ -57,13 +57,14 @@ fn plot_draws_png_from_runs() {
 }
 
 /// Runs of different lengths: each point of the mean is drawn from the runs that reach it, up to the
-/// longest, and the legend (and a printed line) says how many reach how far.
+/// longest, and the legend (and a printed line) says how many runs are of each length.
 #[test]
 fn runs_of_different_lengths_are_drawn_to_the_longest() {
     let short = common::run(env!("CARGO_BIN_EXE_ppo"), &["--total-timesteps", "2048", "--seed", "1"]);
     let long = common::run(env!("CARGO_BIN_EXE_ppo"), &["--total-timesteps", "8192", "--seed", "2"]);
-    let end = |r: &common::Run| *r.assert_ok().csv("episodes.csv").col("global_step").last().expect("an episode");
+    let end = |r: &common::Run| *r.assert_ok().csv("updates.csv").col("global_step").last().expect("an update");
     let (short_end, long_end) = (end(&short), end(&long));
+    assert_eq!((short_end, long_end), (2048.0, 8192.0));
     assert!(short_end < long_end, "{short_end} {long_end}");
     let out = short.workdir.path().join("curves.png");
     let r = std::process::Command::new(env!("CARGO_BIN_EXE_plot"))
@@ -74,8 +75,91 @@ fn runs_of_different_lengths_are_drawn_to_the_longest() {
         .expect("plot starts");
     let stdout = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let want = format!("CartPole-v1, ppo (2 runs: 2 to {short_end}, 1 to {long_end}): mean drawn to {long_end}");
-    assert!(stdout.contains(&want), "expected '{want}' in: {stdout}");
+    for want in [
+        "CartPole-v1, ppo (2 runs: 1 of 2,048 steps, 1 of 8,192): the line ends at ",
+        " (8,192 steps)\n",
+        "band: min–max over the runs; past a run's end, mean and band are of the runs that go on\n",
+    ] {
+        assert!(stdout.contains(want), "expected '{want}' in: {stdout}");
+    }
+}
+
+/// A fabricated run directory `<root>/<name>/`: args.json, episodes.csv (an episode of each return, at
+/// each step) and updates.csv (an update every 512 steps up to `steps`), with a real run's column names.
+fn fake_run(root: &std::path::Path, name: &str, episodes: &[(u64, f64)], steps: u64) -> std::path::PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).expect("run dir");
+    let args = r#"{"binary": "ppo_atari", "env_id": "BreakoutNoFrameskip-v4", "exp_name": "ppo_atari", "seed": 1}"#;
+    std::fs::write(dir.join("args.json"), args).expect("args.json");
+    let mut csv = String::from("global_step,charts/episodic_return,charts/episodic_length\n");
+    for (step, ret) in episodes {
+        csv += &format!("{step},{ret},100\n");
+    }
+    std::fs::write(dir.join("episodes.csv"), csv).expect("episodes.csv");
+    let mut csv =
+        String::from("iteration,global_step,charts/learning_rate,timing/collection_seconds,timing/learning_seconds\n");
+    for i in 1..=steps / 512 {
+        csv += &format!("{i},{},0.00025,0.5,0.25\n", i * 512);
+    }
+    std::fs::write(dir.join("updates.csv"), csv).expect("updates.csv");
+    dir
+}
+
+/// What a reader needs beside the curves, printed as the PNG states it: how many runs (two seeds of one
+/// length are just "2 runs", though their last episodes end at different steps), that the line is the
+/// mean of each run's return averaged over its last `--window` episodes, that the band is the min–max
+/// over the runs; values in plain numbers (Breakout's returns of about 2: `1.8`, not `1.800`).
+#[test]
+fn legend_says_runs_smoothing_and_band_in_plain_numbers() {
+    let work = tempfile::tempdir().expect("temp dir");
+    // 20 episodes of return 1, then 20 of 1.8 (so each run's average of its last 20 is 1.8)
+    let episodes = |last: u64| -> Vec<(u64, f64)> {
+        (0..40).map(|i| (100 + i * (last - 100) / 39, if i < 20 { 1.0 } else { 1.8 })).collect()
+    };
+    let a = fake_run(work.path(), "a", &episodes(9_500), 10_240);
+    let b = fake_run(work.path(), "b", &episodes(9_800), 10_240);
+    let c = fake_run(work.path(), "c", &episodes(4_000), 5_120);
+    let plot = |runs: &[&std::path::PathBuf], extra: &[&str]| {
+        let out = work.path().join("curves.png");
+        let _ = std::fs::remove_file(&out);
+        let r = std::process::Command::new(env!("CARGO_BIN_EXE_plot"))
+            .args(runs)
+            .args(extra)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("plot starts");
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        assert!(std::fs::read(&out).expect("PNG written").starts_with(b"\x89PNG"));
+        String::from_utf8_lossy(&r.stdout).into_owned()
+    };
+    let lines = |stdout: &str| stdout.lines().map(String::from).collect::<Vec<_>>();
+
+    let stdout = plot(&[&a, &b], &[]);
+    assert_eq!(
+        lines(&stdout)[..2],
+        [
+            "BreakoutNoFrameskip-v4: line: mean over the runs of each run's episodic return averaged over its last \
+             20 episodes; band: min–max over the runs",
+            "BreakoutNoFrameskip-v4, ppo_atari (2 runs): the line ends at 1.8 (10,240 steps)",
+        ],
+        "{stdout}"
+    );
+    // one run, --window 5: no band, the window named
+    let stdout = plot(&[&a], &["--window", "5"]);
+    assert_eq!(
+        lines(&stdout)[..2],
+        [
+            "BreakoutNoFrameskip-v4: line: the run's episodic return averaged over its last 5 episodes",
+            "BreakoutNoFrameskip-v4, ppo_atari (1 run): the line ends at 1.8 (10,240 steps)",
+        ],
+        "{stdout}"
+    );
+    // a shorter third run: how many runs are of each length
+    let stdout = plot(&[&a, &b, &c], &[]);
+    let want = "BreakoutNoFrameskip-v4, ppo_atari (3 runs: 1 of 5,120 steps, 2 of 10,240): the line ends at 1.8 \
+                (10,240 steps)";
+    assert!(stdout.contains(want), "expected '{want}' in: {stdout}");
 }
 
 /// The two tables the scripts write: scripts/bench_workers' (miniDRL's three scaling figures) and

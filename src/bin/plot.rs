@@ -3,10 +3,12 @@
 //! Not a PPO variant: a helper that reads `runs/<run-name>/episodes.csv` and `args.json` and
 //! draws episodic return against global step (or, with `--x-axis seconds`, against the run's
 //! time so far, from the timing columns of `updates.csv`), one panel per env id, one colour per
-//! experiment name. Several runs of one experiment (seeds) are drawn as their mean with a
-//! min-max band; where runs are of different lengths, each point is drawn from the runs that reach
-//! it, and the legend and a printed line say how many reach how far. `--metric COLUMN` draws a
-//! column of `updates.csv` instead (e.g. `charts/learning_rate`), one point per update averaged over
+//! experiment name. Each run's returns are averaged over its last `--window` episodes; several runs
+//! of one experiment (seeds) are drawn as their mean with a min-max band; where runs are of different
+//! lengths, each point is drawn from the runs that reach it. The legend says how many runs (and, where
+//! their lengths differ, how many of each length), the lines under each panel's title say what the
+//! line and the band are, and the same is printed, with where each line ends. `--metric COLUMN` draws
+//! a column of `updates.csv` instead (e.g. `charts/learning_rate`), one point per update averaged over
 //! `--window` updates.
 //!
 //! With `--workers-table TABLE.csv` (what `scripts/bench_workers` writes) it draws miniDRL's three
@@ -92,11 +94,13 @@ fn read_elapsed(dir: &Path) -> Result<Vec<(f64, f64)>, String> {
     Ok(out)
 }
 
-/// One run: its env id, experiment name and smoothed (global_step, return) points.
+/// One run: its env id, experiment name, smoothed (global_step, return) points (held at the last
+/// value to the run's end) and its length in steps.
 struct Curve {
     env_id: String,
     exp_name: String,
     points: Vec<(f64, f64)>,
+    steps: f64,
 }
 
 /// The (x, y) pairs of two named columns of a CSV file, one per row.
@@ -127,6 +131,12 @@ fn read_run(dir: &Path, window: usize, x_axis: XAxis, metric: Option<&str>) -> R
         Some(column) => read_xy(&dir.join("updates.csv"), "global_step", column)?,
         None => read_xy(&dir.join("episodes.csv"), "global_step", "charts/episodic_return")?,
     };
+    // the run's length: its last update's global step (a run's last episode ends before it), or its
+    // last episode's where updates.csv cannot be read
+    let last_update =
+        read_xy(&dir.join("updates.csv"), "global_step", "global_step").ok().and_then(|u| u.last().copied());
+    let steps = last_update.map_or(f64::NAN, |u| u.0).max(raw.last().map_or(f64::NAN, |p| p.0));
+    let mut end = steps;
     if x_axis == XAxis::Seconds {
         // an episode that ended during an update is placed at that update's end
         let elapsed = read_elapsed(dir)?;
@@ -134,15 +144,61 @@ fn read_run(dir: &Path, window: usize, x_axis: XAxis, metric: Option<&str>) -> R
             let i = elapsed.partition_point(|&(step, _)| step < point.0).min(elapsed.len().saturating_sub(1));
             point.0 = elapsed.get(i).map_or(f64::NAN, |e| e.1);
         }
+        end = elapsed.last().map_or(f64::NAN, |e| e.1);
     }
-    // trailing moving average over `window` episodes
-    let points = (0..raw.len())
+    // trailing moving average over `window` episodes (over the episodes so far where there are fewer)
+    let mut points: Vec<(f64, f64)> = (0..raw.len())
         .map(|i| {
             let from = (i + 1).saturating_sub(window);
             (raw[i].0, raw[from..=i].iter().map(|p| p.1).sum::<f64>() / (i + 1 - from) as f64)
         })
         .collect();
-    Ok(Curve { env_id: field("env_id")?, exp_name: field("exp_name")?, points })
+    // from the last episode to the run's end the average of the last episodes stands (runs of one
+    // length then end together, not one after the other)
+    if let Some(&(x, y)) = points.last() {
+        if end > x {
+            points.push((end, y));
+        }
+    }
+    Ok(Curve { env_id: field("env_id")?, exp_name: field("exp_name")?, points, steps })
+}
+
+/// A plain number for a tick or a value on an axis spanning `range`: enough decimals to tell ticks
+/// apart, no trailing zeros (`1.8`, `250`, `0.00025`).
+fn plain(v: f64, range: f64) -> String {
+    let decimals = if range > 0.0 && range.is_finite() { (3 - range.log10().floor() as i32).clamp(0, 15) } else { 3 };
+    let text = format!("{v:.*}", decimals as usize);
+    let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.') } else { &text };
+    if text == "-0" {
+        "0".into()
+    } else {
+        text.into()
+    }
+}
+
+/// A tick of a global-step axis spanning `range`: `0`, `500`, `12.5k`, `1.5M`.
+fn steps_tick(x: f64, range: f64) -> String {
+    match x.abs() {
+        a if a >= 1e6 => format!("{}M", plain(x / 1e6, range / 1e6)),
+        a if a >= 1e3 => format!("{}k", plain(x / 1e3, range / 1e3)),
+        _ => plain(x, range),
+    }
+}
+
+/// A whole count of steps with thousands separators: `49,664`.
+fn thousands(n: f64) -> String {
+    let digits = format!("{:.0}", n.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0.0 {
+        out.insert(0, '-');
+    }
+    out
 }
 
 /// The curve's value at `x` by linear interpolation (None outside its range).
@@ -200,37 +256,71 @@ fn main() {
         fail("no run with finished episodes".into());
     }
 
-    let root = BitMapBackend::new(&args.out, (900, 520 * groups.len() as u32)).into_drawing_area();
+    let what = args.metric.as_deref().unwrap_or("episodic return");
+    let unit = if args.metric.is_some() { "updates" } else { "episodes" };
+    let root = BitMapBackend::new(&args.out, (900, 540 * groups.len() as u32)).into_drawing_area();
     let draw = || -> Result<(), Box<dyn std::error::Error>> {
         root.fill(&WHITE)?;
         for (panel, (env_id, experiments)) in root.split_evenly((groups.len(), 1)).iter().zip(&groups) {
+            // what the line and the band are (what is computed below), under the title and printed
+            let several = experiments.values().any(|c| c.len() > 1);
+            // runs that end at different x (steps, or seconds), whose mean and band end in fewer runs
+            let end = |c: &Curve| c.points[c.points.len() - 1].0;
+            let ragged = experiments.values().any(|c| c.iter().any(|r| end(r) != end(&c[0])));
+            let smoothed = match args.window {
+                1 => what.to_string(),
+                n => format!("{what} averaged over its last {n} {unit}"),
+            };
+            let mut notes = vec![match several {
+                true => format!("line: mean over the runs of each run's {smoothed}"),
+                false => format!("line: the run's {smoothed}"),
+            }];
+            let band = [
+                several.then(|| "band: min–max over the runs".to_string()),
+                ragged.then(|| "past a run's end, mean and band are of the runs that go on".to_string()),
+            ];
+            notes.extend(band.into_iter().flatten().reduce(|a, b| format!("{a}; {b}")));
+            println!("{env_id}: {}", notes.join("; "));
+            let mut area = panel.margin(6, 0, 0, 0).titled(env_id, ("sans-serif", 26))?;
+            for note in &notes {
+                area = area.titled(note, ("sans-serif", 15).into_font().color(&RGBColor(70, 70, 70)))?;
+            }
+
             let all = experiments.values().flatten().flat_map(|c| c.points.iter());
             let (mut x_max, mut y_min, mut y_max) = (1.0f64, f64::MAX, f64::MIN);
             for &(x, y) in all {
                 (x_max, y_min, y_max) = (x_max.max(x), y_min.min(y), y_max.max(y));
             }
-            let pad = if y_max > y_min { (y_max - y_min) * 0.05 } else { 1.0 };
-            // small returns (recovery factors) need decimals on the y axis
-            let decimals = if y_max - y_min < 10.0 { 3 } else { 0 };
-            let mut chart = ChartBuilder::on(panel)
-                .caption(env_id, ("sans-serif", 26))
+            let pad = match y_max - y_min {
+                d if d > 0.0 => d * 0.05,
+                _ if y_max != 0.0 => y_max.abs() * 0.1,
+                _ => 1.0,
+            };
+            let (y_lo, y_hi) = (y_min - pad, y_max + pad);
+            let seconds = args.x_axis == XAxis::Seconds;
+            let x_text = |x: f64| if seconds { plain(x, x_max) } else { steps_tick(x, x_max) };
+            // room for the widest y tick label (about 8 pixels a character) beside the axis name
+            let y_chars = [y_lo, y_hi].map(|y| plain(y, y_hi - y_lo).len()).into_iter().max().unwrap_or(0);
+            let mut chart = ChartBuilder::on(&area)
                 .margin(12)
+                .margin_top(4)
                 .x_label_area_size(40)
-                .y_label_area_size(60)
-                .build_cartesian_2d(0.0..x_max, (y_min - pad)..(y_max + pad))?;
+                .y_label_area_size(30 + 8 * y_chars.max(4) as u32)
+                .build_cartesian_2d(0.0..x_max, y_lo..y_hi)?;
             chart
                 .configure_mesh()
-                .x_desc(if args.x_axis == XAxis::Seconds { "seconds (collection and learning)" } else { "global step" })
-                .y_desc(args.metric.as_deref().unwrap_or("episodic return"))
-                .x_label_formatter(&|x| format!("{x:.0}"))
-                // a learning rate (1e-5 .. 1e-2) needs a mantissa and an exponent
-                .y_label_formatter(&|y| if y_max < 0.01 { format!("{y:.1e}") } else { format!("{y:.decimals$}") })
+                .x_desc(if seconds { "seconds (collection and learning)" } else { "global step" })
+                .y_desc(what)
+                .x_label_formatter(&|x| x_text(*x))
+                .y_label_formatter(&|y| plain(*y, y_hi - y_lo))
                 .label_style(("sans-serif", 14))
                 .draw()?;
+            // each experiment's (x, mean, min, max) and legend label, for the legend's corner
+            let mut drawn: Vec<Vec<(f64, f64, f64, f64)>> = Vec::new();
+            let mut labels = Vec::new();
             for (k, (exp_name, curves)) in experiments.iter().enumerate() {
                 let color = Palette99::pick(k).to_rgba();
                 // mean and min-max band over seeds on a common grid, each point from the seeds that reach it
-                let end = |c: &Curve| c.points[c.points.len() - 1].0;
                 let lo = curves.iter().map(|c| c.points[0].0).fold(f64::MAX, f64::min);
                 let hi = curves.iter().map(end).fold(f64::MIN, f64::max);
                 let grid: Vec<f64> =
@@ -250,29 +340,75 @@ fn main() {
                         })
                     })
                     .collect();
-                if curves.len() > 1 {
+                let band = curves.len() > 1;
+                if band {
                     let band = stats.iter().map(|s| (s.0, s.3)).chain(stats.iter().rev().map(|s| (s.0, s.2)));
                     chart.draw_series(std::iter::once(Polygon::new(band.collect::<Vec<_>>(), color.mix(0.2))))?;
                 }
-                // how many runs reach how far: "3 runs to 500000, 1 to 50000" (ends, longest last)
-                let mut ends: Vec<f64> = curves.iter().map(end).collect();
-                ends.sort_by(f64::total_cmp);
-                ends.dedup();
-                let reach = |e: &f64| format!("{} to {e:.0}", curves.iter().filter(|c| end(c) >= *e).count());
+                // how many runs, and where their lengths differ how many of each length:
+                // "ppo (3 runs: 2 of 50,000 steps, 1 of 500,000)"
+                let mut lengths: Vec<(f64, usize)> = Vec::new();
+                let mut steps: Vec<f64> = curves.iter().map(|c| c.steps).collect();
+                steps.sort_by(f64::total_cmp);
+                for s in steps {
+                    match lengths.last_mut() {
+                        Some((l, n)) if *l == s => *n += 1,
+                        _ => lengths.push((s, 1)),
+                    }
+                }
                 let runs = format!("{} run{}", curves.len(), if curves.len() == 1 { "" } else { "s" });
-                let label = match ends.len() {
+                let label = match lengths.len() {
                     1 => format!("{exp_name} ({runs})"),
-                    _ => format!("{exp_name} ({runs}: {})", ends.iter().map(reach).collect::<Vec<_>>().join(", ")),
+                    _ => {
+                        let each = lengths.iter().enumerate().map(|(i, (l, n))| {
+                            format!("{n} of {}{}", thousands(*l), if i == 0 { " steps" } else { "" })
+                        });
+                        format!("{exp_name} ({runs}: {})", each.collect::<Vec<_>>().join(", "))
+                    }
                 };
-                let drawn = stats.last().map_or(0.0, |s| s.0);
-                println!("{env_id}, {label}: mean drawn to {drawn:.0}");
+                if let Some(&(x, mean, _, _)) = stats.last() {
+                    let at = if seconds {
+                        format!("{} seconds", plain(x, x_max))
+                    } else {
+                        format!("{} steps", thousands(x))
+                    };
+                    println!("{env_id}, {label}: the line ends at {} ({at})", plain(mean, y_hi - y_lo));
+                }
                 chart
                     .draw_series(LineSeries::new(stats.iter().map(|s| (s.0, s.1)), color.stroke_width(2)))?
-                    .label(label)
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+                    .label(label.clone())
+                    .legend(move |(x, y)| {
+                        let fill = if band { color.mix(0.2) } else { TRANSPARENT };
+                        EmptyElement::at((x, y))
+                            + Rectangle::new([(0, -6), (20, 6)], fill.filled())
+                            + PathElement::new(vec![(0, 0), (20, 0)], color.stroke_width(2))
+                    });
+                drawn.push(stats);
+                labels.push(label);
             }
+            // the legend in the corner where it covers the fewest points of the lines and bands
+            let (w, h) = chart.plotting_area().dim_in_pixel();
+            let chars = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as f64;
+            let (bw, bh) = ((chars * 8.0 + 60.0) / w as f64, (labels.len() as f64 * 22.0 + 24.0) / h as f64);
+            let corners = [
+                (SeriesLabelPosition::LowerRight, 1.0 - bw, 1.0, 0.0, bh),
+                (SeriesLabelPosition::UpperLeft, 0.0, bw, 1.0 - bh, 1.0),
+                (SeriesLabelPosition::UpperRight, 1.0 - bw, 1.0, 1.0 - bh, 1.0),
+                (SeriesLabelPosition::LowerLeft, 0.0, bw, 0.0, bh),
+            ];
+            let covered = |(x0, x1, y0, y1): (f64, f64, f64, f64)| {
+                let y = |v: f64| (v - y_lo) / (y_hi - y_lo);
+                let inside =
+                    |s: &&(f64, f64, f64, f64)| (x0..=x1).contains(&(s.0 / x_max)) && y(s.3) >= y0 && y(s.2) <= y1;
+                drawn.iter().flatten().filter(inside).count()
+            };
+            let position = corners
+                .into_iter()
+                .min_by_key(|c| covered((c.1, c.2, c.3, c.4)))
+                .map_or(SeriesLabelPosition::LowerRight, |c| c.0);
             chart
                 .configure_series_labels()
+                .position(position)
                 .background_style(WHITE.mix(0.8))
                 .border_style(BLACK)
                 .label_font(("sans-serif", 14))
