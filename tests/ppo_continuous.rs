@@ -189,10 +189,8 @@ fn bad_input_is_one_line_and_exit_code_2() {
             (&["--env-id", "NoSuchEnv-v9"], &[], "NoSuchEnv-v9"),
             (&["--env-id", "CartPole-v1"], &[], "run it with ppo or ppo_noisy or ppo_lstm or ppo_lstm_workers;"),
             (&["--num-steps", "100", "--num-minibatches", "32"], &[], "divisible"),
-            (&["--adaptive-lr", "--anneal-lr"], &[], "cannot be used with '--anneal-lr"),
             (&["--adaptive-lr-rule", "rsl"], &[], "'rsl' for '--adaptive-lr-rule"),
             (&["--capture-video"], &[], "cannot draw itself"),
-            (&["--adaptive-lr", "--anneal-lr=false"], &[], "cannot be used with '--anneal-lr"),
             (&["--desired-kl", "0"], &[], "'0' for '--desired-kl"),
             (&["--desired-kl", "nan"], &[], "'nan' for '--desired-kl"),
             (

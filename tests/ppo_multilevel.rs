@@ -267,7 +267,6 @@ fn bad_input_is_one_line_and_exit_code_2() {
         BIN,
         &[
             (&["--levels", "30,15,61"], &[], "coarse to fine"),
-            (&["--adaptive-lr", "--anneal-lr"], &[], "cannot be used with '--anneal-lr"),
             (&["--adaptive-lr-rule", "rsl"], &[], "'rsl' for '--adaptive-lr-rule"),
             (&["--desired-kl", "0"], &[], "'0' for '--desired-kl"),
             (

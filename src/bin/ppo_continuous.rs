@@ -36,12 +36,12 @@ struct Args {
     /// the number of steps to run in each environment per policy rollout
     #[arg(long, default_value_t = 2048, value_parser = at_least_one)]
     num_steps: usize,
-    /// anneal the learning rate linearly to 0 over the run (not with --adaptive-lr)
+    /// anneal the learning rate linearly to 0 over the run (--adaptive-lr sets the rate itself instead)
     #[arg(long, default_value_t = true)]
     anneal_lr: bool,
     /// adapt the learning rate to the policy's KL after every minibatch instead of annealing it
     /// (rsl_rl's rule: / 1.5 above 2 x --desired-kl, x 1.5 below half of it; within [1e-5, 1e-2])
-    #[arg(long, default_value_t = false, conflicts_with = "anneal_lr")]
+    #[arg(long, default_value_t = false)]
     adaptive_lr: bool,
     /// the KL between the rollout's policy and the current one that --adaptive-lr aims at
     #[arg(long, default_value_t = 0.01, value_parser = positive)]

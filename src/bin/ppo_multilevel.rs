@@ -64,13 +64,13 @@ struct Args {
     /// the number of parallel envs on every level (N)
     #[arg(long, default_value_t = 50, value_parser = at_least_one)]
     num_envs: usize,
-    /// anneal the learning rate linearly to 0 over the run (off: the paper's constant rate; not with --adaptive-lr)
+    /// anneal the learning rate linearly to 0 over the run (off: the paper's constant rate; --adaptive-lr: ignored)
     #[arg(long, default_value_t = false)]
     anneal_lr: bool,
     /// adapt the learning rate to the policy's KL after every minibatch instead of annealing it
     /// (rsl_rl's rule: / 1.5 above 2 x --desired-kl, x 1.5 below half of it; within [1e-5, 1e-2]),
     /// from the finest level's main minibatch (its data is the real environment)
-    #[arg(long, default_value_t = false, conflicts_with = "anneal_lr")]
+    #[arg(long, default_value_t = false)]
     adaptive_lr: bool,
     /// the KL between the rollout's policy and the current one that --adaptive-lr aims at
     #[arg(long, default_value_t = 0.01, value_parser = positive)]
