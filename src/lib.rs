@@ -25,6 +25,7 @@ pub mod flags;
 mod lock;
 pub mod logs;
 pub mod nccl;
+mod openmp;
 pub mod optim;
 pub mod ranks;
 pub mod trace;

@@ -1,0 +1,56 @@
+//! libtorch's OpenMP workers spin `GOMP_SPINCOUNT` times before they sleep, and libgomp reads the
+//! variable before `main`: the library sets it in every executable's ELF preinit array
+//! (`src/openmp.rs`), so a binary started by hand, by `mpirun` or by a script runs as under `cargo
+//! run`. Checked in this test's own executable, which links the library as the binaries do, started
+//! without the variable; and in the binaries' ELF headers.
+
+use std::process::Command;
+
+/// This executable, started again without GOMP_SPINCOUNT (as a binary started outside cargo is),
+/// finds it set before main, to the library's value; a value the user exported is kept.
+#[test]
+fn the_spin_count_is_set_before_main_however_the_process_starts() {
+    let me = std::env::current_exe().expect("the test executable");
+    for (given, expected) in [(None, "1000"), (Some("30000"), "30000")] {
+        let mut child = Command::new(&me);
+        child.args(["--exact", "child_reports_its_spin_count", "--nocapture"]).env("PPO_SPIN_CHILD", "1");
+        match given {
+            Some(value) => child.env("GOMP_SPINCOUNT", value),
+            None => child.env_remove("GOMP_SPINCOUNT"),
+        };
+        let out = child.output().expect("the test executable starts");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(&format!("GOMP_SPINCOUNT={expected};")), "given {given:?}: {stdout}");
+    }
+}
+
+/// The child's half: what the process found at start (run alone, it prints and checks nothing).
+#[test]
+fn child_reports_its_spin_count() {
+    let _ = ppo_details::all_cores; // links the library into this executable, as into every binary
+    if std::env::var_os("PPO_SPIN_CHILD").is_some() {
+        println!("GOMP_SPINCOUNT={};", std::env::var("GOMP_SPINCOUNT").unwrap_or_default());
+    }
+}
+
+/// Every binary carries the preinit array that sets it.
+#[test]
+fn every_binary_has_the_preinit_array() {
+    let bins = [
+        env!("CARGO_BIN_EXE_ppo"),
+        env!("CARGO_BIN_EXE_ppo_atari"),
+        env!("CARGO_BIN_EXE_ppo_atari_multigpu"),
+        env!("CARGO_BIN_EXE_ppo_continuous"),
+        env!("CARGO_BIN_EXE_ppo_lstm"),
+        env!("CARGO_BIN_EXE_ppo_lstm_workers"),
+        env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"),
+        env!("CARGO_BIN_EXE_ppo_multilevel"),
+        env!("CARGO_BIN_EXE_ppo_noisy"),
+    ];
+    for bin in bins {
+        let out = Command::new("readelf").args(["--section-headers", "--wide", bin]).output().expect("readelf runs");
+        let headers = String::from_utf8_lossy(&out.stdout);
+        assert!(headers.contains(".preinit_array"), "{bin}: no .preinit_array");
+    }
+}
