@@ -20,6 +20,8 @@ use tch::{nn, Device, Kind, Tensor};
 pub enum Logged<'a> {
     OnHost(f64),
     OnDevice(&'a Tensor),
+    /// a column this run does not have (`debug/adaptive_kl` without `--adaptive-lr`): not written
+    Off,
 }
 
 impl Logged<'_> {
@@ -28,6 +30,7 @@ impl Logged<'_> {
         match self {
             Logged::OnHost(x) => *x,
             Logged::OnDevice(t) => t.double_value(&[]),
+            Logged::Off => f64::NAN,
         }
     }
 }
@@ -95,7 +98,14 @@ impl RunLog {
         let lock = RunLock::take(&dir, A::NAME).unwrap_or_else(|e| fail(2, e));
         start.check_unchanged(&dir, A::NAME, args.env_id()); // --resume: the checkpoint read is still the run's
         let log = RunLog::open(dir, lock, args, device, start);
-        log.unwrap_or_else(|e| fail(1, format!("cannot write runs/{run_name}: {e}")))
+        let log = log.unwrap_or_else(|e| fail(1, format!("cannot write runs/{run_name}: {e}")));
+        println!("run directory: {}", log.dir.display());
+        let checkpoint = (start.iteration > 0).then_some(start.iteration);
+        let (binary, dir, every) = (A::NAME, log.dir.clone(), args.run().checkpoint_interval);
+        let line = StopLine { binary, dir, update: start.iteration, checkpoint, every, mpi: false };
+        *STOPPED_AT.lock().unwrap_or_else(|e| e.into_inner()) = Some(line);
+        stop_on_signals();
+        log
     }
 
     /// With `--resume` the CSVs are cut back to the checkpoint (what was logged after it goes) and
@@ -158,6 +168,7 @@ impl RunLog {
     /// A log of the episodes of `ranks` processes (a data-parallel run): episodes.csv gets a fourth
     /// column, each episode's rank.
     pub fn with_ranks(mut self, ranks: usize) -> RunLog {
+        stopped_at(|at| at.mpi = true);
         self.process_column = (ranks > 1).then_some("rank");
         self
     }
@@ -165,6 +176,7 @@ impl RunLog {
     /// A learner's log of its rollout workers' episodes: episodes.csv gets a fourth column, `worker`,
     /// each episode's worker (its rank, 1 to N; 0 where one process is learner and worker).
     pub fn with_workers(mut self) -> RunLog {
+        stopped_at(|at| at.mpi = true);
         self.process_column = Some("worker");
         self
     }
@@ -205,6 +217,7 @@ impl RunLog {
         let mut read = read_host(&on_device.chain([loss]).collect::<Vec<_>>()).into_iter();
         let mut row: Vec<(&str, f64)> = row
             .iter()
+            .filter(|(_, v)| !matches!(v, Logged::Off))
             .map(|(name, v)| (*name, if let Logged::OnHost(x) = v { *x } else { read.next().unwrap_or(f64::NAN) }))
             .collect();
         let loss = read.next().unwrap_or(f64::NAN);
@@ -228,8 +241,10 @@ impl RunLog {
         let get = |name: &str| row.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
         self.last = (get("iteration") as usize, get("global_step") as u64, get("charts/learning_rate"));
         let iterations = self.num_iterations;
-        let mean = self.recent.iter().sum::<f64>() / self.recent.len() as f64; // NaN before any episode
-        let msg = format!("SPS {}, return (last 20) {mean:.1}", get("charts/SPS"));
+        let mean = self.recent.iter().sum::<f64>() / self.recent.len() as f64;
+        let mean = if self.recent.is_empty() { "none yet".to_string() } else { format!("{mean:.1}") };
+        let msg = format!("SPS {}, return (last 20) {mean}", get("charts/SPS"));
+        stopped_at(|at| at.update = self.rows);
         match &self.bar {
             Some(bar) => {
                 bar.set_position(get("iteration") as u64);
@@ -294,6 +309,7 @@ impl RunLog {
         if let Err(e) = checkpoint::write(&self.dir, progress, optimizer, stats) {
             self.fail(e);
         }
+        stopped_at(|at| at.checkpoint = Some(iteration));
         self.checkpoint_seconds = write_start.elapsed().as_secs_f64();
     }
 
@@ -308,8 +324,9 @@ impl RunLog {
         path
     }
 
-    /// Writes eval.csv (one row per episode, CleanRL's tag) and prints the mean.
-    pub fn eval(&self, returns: &[f64]) {
+    /// Writes eval.csv (one row per episode, CleanRL's tag) and the same to TensorBoard (CleanRL's
+    /// `writer.add_scalar("eval/episodic_return", episodic_return, idx)`), and prints the mean.
+    pub fn eval(&mut self, returns: &[f64]) {
         let write = || -> std::io::Result<()> {
             let mut w = csv::Writer::from_path(self.dir.join("eval.csv"))?;
             w.write_record(["episode", "eval/episodic_return"])?;
@@ -319,6 +336,10 @@ impl RunLog {
             w.flush()
         };
         write().unwrap_or_else(|e| fail(1, format!("cannot write eval.csv: {e}")));
+        for (i, r) in returns.iter().enumerate() {
+            let written = self.tb.write_scalar(i as i64, "eval/episodic_return", *r as f32);
+            written.unwrap_or_else(|e| fail(1, format!("cannot write TensorBoard's events: {e}")));
+        }
         let mean = returns.iter().sum::<f64>() / returns.len() as f64;
         println!("eval: mean episodic return {mean:.1} over {} episodes", returns.len());
     }
@@ -336,12 +357,88 @@ impl Drop for RunLog {
     /// A run that ends with `--track` given (CleanRL's Weights & Biases flag): the command that sends
     /// its TensorBoard events there, since no W&B client runs here.
     fn drop(&mut self) {
+        let dir = self.dir.display();
+        println!("results: {dir} (`cargo run --release --bin plot -- {dir}` draws them; docs/runs.md)");
         if let Some((project, entity)) = crate::cli::TRACK.get() {
             let entity = entity.as_ref().map_or(String::new(), |e| format!(" -e {e}"));
             let (dir, to) = (self.dir.display(), "sends this run to Weights & Biases");
             println!("--track: `wandb sync --sync-tensorboard -p {project}{entity} {dir}` {to}");
         }
     }
+}
+
+/// Where a run stands, for the line a signal's end prints: set when the run directory opens, kept
+/// current by every update and checkpoint.
+static STOPPED_AT: std::sync::Mutex<Option<StopLine>> = std::sync::Mutex::new(None);
+
+struct StopLine {
+    binary: &'static str,
+    dir: std::path::PathBuf,
+    /// updates done (this process's and those before a resume)
+    update: usize,
+    /// the iteration of the run's last checkpoint, if any
+    checkpoint: Option<usize>,
+    every: usize,
+    /// an MPI job: resumed under mpirun with the same -np
+    mpi: bool,
+}
+
+fn stopped_at(change: impl FnOnce(&mut StopLine)) {
+    if let Some(at) = STOPPED_AT.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        change(at);
+    }
+}
+
+impl StopLine {
+    /// `stopped at update 26: `cargo run --release --bin X -- --resume runs/Y` continues from iteration 20`
+    fn say(&self, signal: &str) -> String {
+        let (dir, update) = (self.dir.display(), self.update);
+        let resume = match self.mpi {
+            false => format!("`cargo run --release --bin {} -- --resume {dir}`", self.binary),
+            true => format!("`mpirun -np <as before> target/release/{} --resume {dir}`", self.binary),
+        };
+        match self.checkpoint {
+            Some(iteration) => {
+                format!("{signal}: stopped after update {update}; {resume} continues from iteration {iteration}")
+            }
+            None if self.every == 0 => format!(
+                "{signal}: stopped after update {update}, with no checkpoint (--checkpoint-interval 0): nothing to \
+                 resume; the metrics so far are in {dir}"
+            ),
+            None => format!(
+                "{signal}: stopped after update {update}, before the first checkpoint (update {}): nothing to resume; \
+                 the metrics so far are in {dir}",
+                self.every
+            ),
+        }
+    }
+}
+
+/// On SIGINT (Ctrl-C) or SIGTERM the run ends at once with one line on stderr saying where it stopped
+/// and the command that resumes it (exit code 128 + the signal's number, as a shell reports it). Rows
+/// and checkpoints are whole when written (flushed per update, checkpoints renamed into place), and
+/// `--resume` goes on from the last checkpoint.
+fn stop_on_signals() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else { return };
+        std::thread::spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let name = if signal == SIGINT { "SIGINT" } else { "SIGTERM" };
+                let line = STOPPED_AT.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|at| at.say(name));
+                let newline = if std::io::stderr().is_terminal() { "\n" } else { "" }; // after the progress bar
+                eprintln!("{newline}{}", line.unwrap_or_else(|| format!("{name}: stopped")));
+                extern "C" {
+                    fn _exit(status: i32) -> !;
+                }
+                // SAFETY: ends the process at once, as the signal would have: no exit handlers or static
+                // destructors run under the main thread's feet (libtorch's segfault there); the rows are
+                // flushed per update and stdout per line, so nothing waits in a buffer
+                unsafe { _exit(128 + signal) }
+            }
+        });
+    });
 }
 
 /// A new directory `runs/<run_name>` (`-2`, `-3`, ... appended while the name is taken).

@@ -86,7 +86,8 @@ impl Trace {
         let rollout =
             rollout.chain([("next_obs", next_obs.to_device(Device::Cpu)), ("next_done", host(&[next_done.to_vec()]))]);
         self.tensors.extend(rollout.map(|(name, t)| (format!("{prefix}rollout.{name}"), t.contiguous())));
-        let scalars = row.iter().map(|(name, v)| (format!("{prefix}scalar.{name}"), Tensor::from_slice(&[v.value()])));
+        let logged = row.iter().filter(|(_, v)| !matches!(v, crate::logs::Logged::Off));
+        let scalars = logged.map(|(name, v)| (format!("{prefix}scalar.{name}"), Tensor::from_slice(&[v.value()])));
         self.tensors.extend(scalars);
         let written = Tensor::write_safetensors(&self.tensors, &path);
         written.unwrap_or_else(|e| fail(1, format!("cannot write the trace {}: {e}", path.display())));

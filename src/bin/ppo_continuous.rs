@@ -397,7 +397,7 @@ fn main() {
             ("losses/explained_variance", OnHost(explained_var)),
             ("debug/first_mb_max_ratio_dev", OnDevice(&ratio_devs[0].max())),
             ("debug/first_mb_clipfrac", OnDevice(&clipfrac(&ratio_devs[0]))),
-            ("debug/adaptive_kl", OnHost(adaptive_kl)),
+            ("debug/adaptive_kl", if args.adaptive_lr { OnHost(adaptive_kl) } else { Off }),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
         ];
         trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);

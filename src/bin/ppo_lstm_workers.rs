@@ -511,7 +511,7 @@ fn main() {
         log.checkpoint(&optimizer, &[]);
     }
 
-    if let (true, Some(log)) = (args.run.save_model, &log) {
+    if let (true, Some(log)) = (args.run.save_model, &mut log) {
         // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
         let model_path = log.save(&vs, &args.run.exp_name);
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));

@@ -501,7 +501,7 @@ fn main() {
             ("losses/explained_variance", OnHost(explained_var)),
             ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb_ratio_dev)),
             ("debug/first_mb_clipfrac", OnDevice(&first_mb_clipfrac)),
-            ("debug/adaptive_kl", OnHost(adaptive_kl)),
+            ("debug/adaptive_kl", if args.adaptive_lr { OnHost(adaptive_kl) } else { Off }),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
             ("debug/epochs", OnHost(epochs as f64)),
             ("debug/optimizer_steps", OnHost(optimizer_steps as f64)),
