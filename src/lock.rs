@@ -14,8 +14,9 @@ pub(crate) struct RunLock {
 
 impl RunLock {
     /// Takes the lock on `dir`, or says which process holds it. Once held, the temporary files a
-    /// writer that died left behind (see [`tmp_path`]) are removed: no other process writes here.
-    pub(crate) fn take(dir: &Path, binary: &str) -> Result<RunLock, String> {
+    /// writer that died left behind (see [`tmp_path`]; the run's own files', the saved model's named
+    /// `<exp_name>`) are removed: no other process writes here.
+    pub(crate) fn take(dir: &Path, binary: &str, exp_name: &str) -> Result<RunLock, String> {
         let path = dir.join("lock");
         let opened = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path);
         let mut file = opened.map_err(|e| format!("cannot open {}: {e}", path.display()))?;
@@ -41,7 +42,7 @@ impl RunLock {
         let id = format!("process {} ({binary})\n", std::process::id());
         file.set_len(0).and_then(|()| file.write_all(id.as_bytes())).and_then(|()| file.flush()).ok();
         for entry in std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))? {
-            let leftover = entry.ok().map(|e| e.path()).filter(|p| is_tmp(p));
+            let leftover = entry.ok().map(|e| e.path()).filter(|p| is_tmp(p, exp_name));
             if let Some(leftover) = leftover {
                 let _ = std::fs::remove_file(leftover); // what remains is harmless: it is never read
             }
@@ -58,9 +59,19 @@ pub(crate) fn tmp_path(path: &Path) -> PathBuf {
     path.with_file_name(format!("{stem}.tmp.{}{ext}", std::process::id()))
 }
 
-/// A temporary file of [`tmp_path`] (or of versions before it: `checkpoint.tmp.safetensors`).
-fn is_tmp(path: &Path) -> bool {
-    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.contains(".tmp."))
+/// A temporary file [`tmp_path`] makes for one of the run's own files (`<stem>.tmp.<pid><ext>`), or
+/// versions before it (`checkpoint.tmp.safetensors`); any other name is the user's (a model saved
+/// with `--exp-name a.tmp.b` is `a.tmp.b.safetensors`, and stays).
+fn is_tmp(path: &Path, exp_name: &str) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return false };
+    let model = format!("{exp_name}.safetensors");
+    let own = ["checkpoint.safetensors", "args.json", "updates.csv", "episodes.csv", "eval.csv", &model];
+    name == "checkpoint.tmp.safetensors"
+        || own.iter().any(|file| {
+            let (stem, ext) = file.rsplit_once('.').unwrap_or((file, ""));
+            let pid = name.strip_prefix(&format!("{stem}.tmp.")).and_then(|rest| rest.strip_suffix(&format!(".{ext}")));
+            pid.is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        })
 }
 
 #[cfg(test)]
@@ -72,14 +83,32 @@ mod tests {
     #[test]
     fn one_holder_at_a_time() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let held = RunLock::take(dir.path(), "ppo").expect("the first takes it");
-        let refused = RunLock::take(dir.path(), "ppo").err().expect("the second is refused");
+        let held = RunLock::take(dir.path(), "ppo", "ppo").expect("the first takes it");
+        let refused = RunLock::take(dir.path(), "ppo", "ppo").err().expect("the second is refused");
         assert!(refused.contains(&format!("in use by process {} (ppo)", std::process::id())), "{refused}");
         let leftover = dir.path().join("checkpoint.tmp.99999.safetensors");
         std::fs::write(&leftover, b"half").expect("write");
         drop(held);
-        let _held = RunLock::take(dir.path(), "ppo").expect("free again");
+        let _held = RunLock::take(dir.path(), "ppo", "ppo").expect("free again");
         assert!(!leftover.exists(), "a dead writer's temporary file stays");
-        assert!(is_tmp(&tmp_path(&dir.path().join("args.json"))), "a temporary file is known as one");
+        assert!(is_tmp(&tmp_path(&dir.path().join("args.json")), "ppo"), "a temporary file is known as one");
+    }
+
+    /// Only the run's own temporary files are removed: a model saved under a name with `.tmp.` in it
+    /// is the user's (it was, before: every `*.tmp.*` went).
+    #[test]
+    fn only_the_runs_own_temporary_files_are_temporary() {
+        let dir = Path::new("runs/x");
+        for exp_name in ["a.tmp.b", "x.tmp.123"] {
+            let model = dir.join(format!("{exp_name}.safetensors"));
+            assert!(!is_tmp(&model, exp_name), "{exp_name}'s model is no temporary file");
+            assert!(is_tmp(&tmp_path(&model), exp_name), "its temporary file is one");
+            assert!(!is_tmp(&model, "ppo"), "nor is it another run's temporary file");
+        }
+        for own in ["checkpoint.safetensors", "updates.csv", "episodes.csv", "eval.csv"] {
+            assert!(is_tmp(&tmp_path(&dir.join(own)), "ppo"), "{own}");
+        }
+        assert!(is_tmp(&dir.join("checkpoint.tmp.safetensors"), "ppo"), "the old name");
+        assert!(!is_tmp(&dir.join("notes.tmp.txt"), "ppo") && !is_tmp(&dir.join("updates.tmp.csv"), "ppo"));
     }
 }

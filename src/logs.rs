@@ -95,7 +95,7 @@ impl RunLog {
             None => new_run_dir(run_name).unwrap_or_else(|e| fail(1, format!("cannot create runs/{run_name}: {e}"))),
         };
         start.check_logs(&dir); // --resume: logs that cannot go on are refused before the lock
-        let lock = RunLock::take(&dir, A::NAME).unwrap_or_else(|e| fail(2, e));
+        let lock = RunLock::take(&dir, A::NAME, &args.run().exp_name).unwrap_or_else(|e| fail(2, e));
         start.check_unchanged(&dir, A::NAME, args.env_id()); // --resume: the checkpoint read is still the run's
         let log = RunLog::open(dir, lock, args, device, start);
         let log = log.unwrap_or_else(|e| fail(1, format!("cannot write runs/{run_name}: {e}")));
@@ -482,7 +482,7 @@ mod tests {
         let rms = envs::RunningMeanStd { mean: vec![0.1, -0.2], var: vec![3.0, 1e-3], count: 5.5 };
         let args = Args { run: RunArgs { resume: None, ..run_args() }, env_id: "CartPole-v1".into() };
         let start = Start::new(&args, 7, &mut make().2, &[]);
-        let lock = RunLock::take(dir.path(), "ppo").expect("lock");
+        let lock = RunLock::take(dir.path(), "ppo", "ppo").expect("lock");
         let mut log = RunLog::open(dir.path().to_path_buf(), lock, &args, "cpu", &start).expect("run log");
         let row = [("iteration", 7.0), ("global_step", 700.0), ("charts/learning_rate", 1e-3)]
             .map(|(n, v)| (n, Logged::OnHost(v)));

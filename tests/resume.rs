@@ -447,3 +447,20 @@ fn the_adaptive_learning_rate_survives_a_resume() {
     assert_eq!(rates[2], rule(rates[1], kls[2]), "the resumed update starts from the checkpoint's rate: {rates:?}");
     assert_ne!(rates[2], rule(3e-4, kls[2]), "(the check can tell the checkpoint's rate from --learning-rate)");
 }
+
+/// A resume removes the temporary files a dead writer left, and only those: a model saved under a
+/// name with `.tmp.` in it (`--exp-name a.tmp.b`) is the user's and stays (every `*.tmp.*` went before).
+#[test]
+fn a_resume_keeps_a_model_whose_name_holds_tmp() {
+    let bin = env!("CARGO_BIN_EXE_ppo");
+    let work = tempfile::tempdir().expect("temp dir");
+    ok(&run_in(work.path(), bin, &["--exp-name", "a.tmp.b", "--save-model", "--total-timesteps", "1024"]));
+    let dir = run_dir(work.path());
+    let (model, leftover) = (dir.join("a.tmp.b.safetensors"), dir.join("checkpoint.tmp.4242.safetensors"));
+    assert!(model.exists(), "the model was saved");
+    std::fs::write(&leftover, b"half").expect("write");
+    let dir_s = dir.to_str().expect("utf-8");
+    ok(&run_in(work.path(), bin, &["--resume", dir_s, "--total-timesteps", "2048", "--save-model", "false"]));
+    assert!(model.exists(), "the resume deleted the user's model");
+    assert!(!leftover.exists(), "a dead writer's temporary file stayed");
+}
