@@ -7,7 +7,7 @@
 
 use crate::cli::Experiment;
 use crate::fail;
-use crate::lock::tmp_path;
+use crate::lock::{rename_durably, tmp_path};
 use crate::optim::FlatAdam;
 use std::path::Path;
 use std::time::Instant;
@@ -63,8 +63,7 @@ pub(crate) fn write(
     let tmp = tmp_path(&path);
     let written = Tensor::write_safetensors(&tensors.iter().collect::<Vec<_>>(), &tmp)
         .map_err(std::io::Error::other)
-        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, &path));
+        .and_then(|()| rename_durably(&tmp, &path));
     written.map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
@@ -338,5 +337,6 @@ fn rewrite(path: &Path, (header, rows): &Table) -> std::io::Result<()> {
         writer.write_record(row)?;
     }
     writer.flush()?;
-    std::fs::rename(tmp, path)
+    drop(writer);
+    rename_durably(&tmp, path)
 }

@@ -59,6 +59,20 @@ pub(crate) fn tmp_path(path: &Path) -> PathBuf {
     path.with_file_name(format!("{stem}.tmp.{}{ext}", std::process::id()))
 }
 
+/// Puts `tmp` (a [`tmp_path`], written and closed) in place as `path` so that a crash, a kill or a
+/// power loss leaves either the old file or the new one whole, on disk: `tmp`'s data reach the disk
+/// (fsync), the rename, then the directory's entry (fsync of the directory).
+pub(crate) fn rename_durably(tmp: &Path, path: &Path) -> std::io::Result<()> {
+    std::fs::File::open(tmp)?.sync_all()?;
+    std::fs::rename(tmp, path)?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// fsync of a directory: its entries (a file made or renamed in it) reach the disk.
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(if dir.as_os_str().is_empty() { Path::new(".") } else { dir })?.sync_all()
+}
+
 /// A temporary file [`tmp_path`] makes for one of the run's own files (`<stem>.tmp.<pid><ext>`), or
 /// versions before it (`checkpoint.tmp.safetensors`); any other name is the user's (a model saved
 /// with `--exp-name a.tmp.b` is `a.tmp.b.safetensors`, and stays).

@@ -6,7 +6,7 @@
 use crate::checkpoint::{self, Start};
 use crate::cli::Experiment;
 use crate::fail;
-use crate::lock::{tmp_path, RunLock};
+use crate::lock::{rename_durably, sync_dir, tmp_path, RunLock};
 use crate::optim::FlatAdam;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -65,6 +65,8 @@ pub struct RunLog {
     episodes_header: bool,
     recent: std::collections::VecDeque<f64>,
     tb: tboard::EventWriter<std::fs::File>,
+    /// the events file again, for its fsync
+    tb_file: Option<std::fs::File>,
     /// a progress bar on a terminal; a plain line every 2% of the run otherwise
     bar: Option<ProgressBar>,
     /// when the previous update was logged (or the run started): the iteration's wall time
@@ -125,14 +127,17 @@ impl RunLog {
         json["device"] = device.into(); // the device the run used, as the line at start says
         let tmp = tmp_path(&dir.join("args.json"));
         std::fs::write(&tmp, serde_json::to_string_pretty(&json)? + "\n")?;
-        std::fs::rename(tmp, dir.join("args.json"))?;
+        rename_durably(&tmp, &dir.join("args.json"))?;
         let tb = start.logs_anew(&dir, &kept)?;
+        // a second handle on the events file, to fsync it before each checkpoint (the writer owns the first)
+        let tb_file = tb.filename().map(std::fs::File::open).transpose()?;
         let (updates_kept, episodes_kept) = kept;
         let append = |name: &str| -> std::io::Result<csv::Writer<std::fs::File>> {
             let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(name))?;
             Ok(csv::Writer::from_writer(file))
         };
         let (episodes, updates) = (append("episodes.csv")?, append("updates.csv")?);
+        sync_dir(&dir)?; // the files' names (a new run's) on disk
         let bar = std::io::stderr().is_terminal().then(|| {
             let template = "{elapsed_precise} [{wide_bar}] {pos}/{len} updates, {eta_precise} left, {msg}";
             let style = ProgressStyle::with_template(template).expect("valid template");
@@ -152,6 +157,7 @@ impl RunLog {
             episodes_header: !episodes_kept.0.is_empty(),
             recent,
             tb,
+            tb_file,
             bar,
             last_update: Instant::now(),
             start_time: start.start_time,
@@ -303,6 +309,11 @@ impl RunLog {
             return;
         }
         let write_start = Instant::now();
+        // what the checkpoint vouches for reaches the disk before it: the rows and events up to its iteration
+        let synced = [self.updates.get_ref(), self.episodes.get_ref()].into_iter().chain(&self.tb_file);
+        if let Err(e) = synced.map(std::fs::File::sync_data).collect::<std::io::Result<Vec<()>>>() {
+            self.fail(format!("cannot write the metrics to disk: {e}"));
+        }
         let (binary, env_id, last, start_time) = (self.binary, &self.env_id[..], self.last, self.start_time);
         let progress =
             checkpoint::Progress { binary, env_id, last, start_time, logged: (self.rows, self.episode_rows) };
@@ -318,7 +329,7 @@ impl RunLog {
     pub fn save(&self, vs: &nn::VarStore, name: &str) -> std::path::PathBuf {
         let path = self.dir.join(format!("{name}.safetensors"));
         let tmp = tmp_path(&path);
-        let saved = vs.save(&tmp).and_then(|()| Ok(std::fs::rename(&tmp, &path)?));
+        let saved = vs.save(&tmp).and_then(|()| Ok(rename_durably(&tmp, &path)?));
         saved.unwrap_or_else(|e| fail(1, format!("cannot save {}: {e}", path.display())));
         println!("model saved to {}", path.display());
         path
@@ -328,12 +339,15 @@ impl RunLog {
     /// `writer.add_scalar("eval/episodic_return", episodic_return, idx)`), and prints the mean.
     pub fn eval(&mut self, returns: &[f64]) {
         let write = || -> std::io::Result<()> {
-            let mut w = csv::Writer::from_path(self.dir.join("eval.csv"))?;
+            let (path, tmp) = (self.dir.join("eval.csv"), tmp_path(&self.dir.join("eval.csv")));
+            let mut w = csv::Writer::from_path(&tmp)?;
             w.write_record(["episode", "eval/episodic_return"])?;
             for (i, r) in returns.iter().enumerate() {
                 w.write_record(&[i.to_string(), r.to_string()])?;
             }
-            w.flush()
+            w.flush()?;
+            drop(w);
+            rename_durably(&tmp, &path)
         };
         write().unwrap_or_else(|e| fail(1, format!("cannot write eval.csv: {e}")));
         for (i, r) in returns.iter().enumerate() {
