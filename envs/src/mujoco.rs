@@ -166,10 +166,18 @@ extern "C" fn on_warning(msg: *const c_char) {
     }
 }
 
+/// MuJoCo's handler must not return, and it may be called on any env thread while others are inside
+/// MuJoCo or libtorch: it ends the process at once with `_exit`, running no exit handler or static
+/// destructor under their feet (`exit` would), after one line on stderr. The run's rows and
+/// checkpoints written so far are whole on disk (flushed per update, renamed into place).
 extern "C" fn on_error(msg: *const c_char) {
     let msg = unsafe { CStr::from_ptr(msg) }.to_string_lossy();
-    eprintln!("error: MuJoCo: {}", msg.trim());
-    std::process::exit(1);
+    eprintln!("error: MuJoCo: {}; the run's metrics so far are kept in its run directory", msg.trim());
+    extern "C" {
+        fn _exit(status: i32) -> !;
+    }
+    // SAFETY: ends the process; nothing of it runs afterwards
+    unsafe { _exit(1) }
 }
 
 /// A symbol's address as the function pointer type it has in mujoco.h.
@@ -277,6 +285,11 @@ impl MujocoEnv {
         }
         let model = load_model(api, spec, &xml)?;
         let data = unsafe { (api.make_data)(model) };
+        if data.is_null() {
+            // mj_makeData returns NULL when it cannot allocate (its arena, or memory): never step a NULL
+            unsafe { (api.delete_model)(model) };
+            return Err(EnvError(format!("{id}: MuJoCo cannot allocate its simulation data (out of memory?)")));
+        }
         let size = |sig| unsafe { (api.state_size)(model, sig) } as usize;
         let (nq, nu) = (size(STATE_QPOS), size(STATE_CTRL));
         // SAFETY: mjModel 3.17.0's layout (`offset`); `nbody` is an i64 size, the rest are arrays
