@@ -119,7 +119,8 @@ pub fn says_bad_input(says: bool) {
 /// Prints one line and exits: 2 for bad input, 1 for failures while running.
 pub fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
     if code != 2 || SAYS_BAD_INPUT.load(Ordering::Relaxed) {
-        eprintln!("error: {msg}");
+        // one write of the whole line: the ranks of an MPI job share a stderr, and their lines stay whole
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("error: {msg}\n").as_bytes());
     }
     std::process::exit(code)
 }

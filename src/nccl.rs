@@ -104,6 +104,9 @@ pub enum AllReduce {
 /// its own, MPI otherwise; nothing for one rank ([`forced`] makes it all-reduce anyway).
 pub fn all_reduce(world: &SimpleCommunicator, device: Device) -> Result<(AllReduce, String), String> {
     let why_not = why_not(world, device); // every rank takes part, whatever it then does
+    if fail_id() {
+        share_id(world, || Ok([0; 128]))?; // the testing aid: rank 0's id fails, on any device
+    }
     let nccl = version().map_or("no NCCL: this libtorch has none".into(), |v| format!("NCCL {v}"));
     Ok(match why_not {
         _ if world.size() == 1 && !forced() => (AllReduce::Skip, format!("one rank, no all-reduce ({nccl})")),
@@ -132,6 +135,39 @@ impl AllReduce {
             }
         }
     }
+}
+
+/// Rank 0's NCCL id, `make`'s, sent to every rank with its status: when rank 0 could not make one,
+/// every rank gets rank 0's error, the same line, instead of waiting for an id that never comes.
+/// Every rank calls this.
+fn share_id(world: &SimpleCommunicator, make: impl FnOnce() -> Result<[u8; 128], String>) -> Result<[u8; 128], String> {
+    const MESSAGE: usize = 512;
+    // status (0: an id follows), the id, the message's length and the message
+    let mut buf = [0u8; 1 + 128 + 2 + MESSAGE];
+    if world.rank() == 0 {
+        let made = if fail_id() { Err("ncclGetUniqueId failed (forced by PPO_NCCL_FAIL_ID)".into()) } else { make() };
+        match made {
+            Ok(id) => buf[1..129].copy_from_slice(&id),
+            Err(e) => {
+                let n = e.len().min(MESSAGE);
+                buf[0] = 1;
+                buf[129..131].copy_from_slice(&(n as u16).to_le_bytes());
+                buf[131..131 + n].copy_from_slice(&e.as_bytes()[..n]);
+            }
+        }
+    }
+    world.process_at_rank(0).broadcast_into(&mut buf[..]);
+    if buf[0] != 0 {
+        let n = u16::from_le_bytes([buf[129], buf[130]]) as usize;
+        return Err(format!("rank 0: {}", String::from_utf8_lossy(&buf[131..131 + n.min(MESSAGE)])));
+    }
+    Ok(buf[1..129].try_into().expect("128 bytes"))
+}
+
+/// `PPO_NCCL_FAIL_ID=1` (a testing aid): rank 0 fails to make NCCL's id, on any device, ranks on the
+/// CPU included, so that tests see every rank end with rank 0's line.
+fn fail_id() -> bool {
+    std::env::var("PPO_NCCL_FAIL_ID").is_ok_and(|v| v == "1")
 }
 
 /// The version of libtorch's NCCL, `2.28.9` (`torch.cuda.nccl.version()`); none without one. No GPU
@@ -183,23 +219,35 @@ impl Nccl {
     pub fn new(world: &SimpleCommunicator, device: Device) -> Result<Nccl, String> {
         use cudarc::driver::result::{ctx, device, primary_ctx};
         let Device::Cuda(index) = device else { return Err("NCCL needs a GPU".into()) };
-        let api = api().ok_or_else(|| "this libtorch has no NCCL".to_string())?;
-        let cuda_said = |e: cudarc::driver::DriverError| format!("NCCL's GPU {index}: {e:?}");
-        // NCCL works on the current GPU: this rank's, in the primary context libtorch uses too
-        let dev = device::get(index as i32).map_err(cuda_said)?;
-        // SAFETY: dev comes from device::get; the context stays retained for the process
-        unsafe { primary_ctx::retain(dev).and_then(|c| ctx::set_current(c)) }.map_err(cuda_said)?;
-        let mut id = ncclUniqueId { internal: [0; 128] };
-        if world.rank() == 0 {
+        // what can fail on one rank is tried before the id is shared, and every rank reaches the
+        // broadcast and the all-reduce below whatever failed: no rank waits for one that has left
+        let ready = (|| -> Result<&'static Api, String> {
+            let api = api().ok_or_else(|| "this libtorch has no NCCL".to_string())?;
+            let cuda_said = |e: cudarc::driver::DriverError| format!("NCCL's GPU {index}: {e:?}");
+            // NCCL works on the current GPU: this rank's, in the primary context libtorch uses too
+            let dev = device::get(index as i32).map_err(cuda_said)?;
+            // SAFETY: dev comes from device::get; the context stays retained for the process
+            unsafe { primary_ctx::retain(dev).and_then(|c| ctx::set_current(c)) }.map_err(cuda_said)?;
+            Ok(api)
+        })();
+        let shared = share_id(world, || {
+            let api = ready.as_ref().map_err(Clone::clone)?;
+            let mut id = ncclUniqueId { internal: [0; 128] };
             // SAFETY: writes one ncclUniqueId
             let result = unsafe { (api.get_unique_id)(&mut id) };
-            if result != 0 {
-                return Err(said(api, "ncclGetUniqueId", result, std::ptr::null_mut()));
+            match result {
+                0 => Ok(id.internal.map(|c| c as u8)),
+                _ => Err(said(api, "ncclGetUniqueId", result, std::ptr::null_mut())),
             }
-        }
-        let mut bytes = id.internal.map(|c| c as u8);
-        world.process_at_rank(0).broadcast_into(&mut bytes[..]);
-        id.internal = bytes.map(|b| b as c_char);
+        })?;
+        let mut failed = [0u8];
+        world.all_reduce_into(&[ready.is_err() as u8][..], &mut failed[..], mpi::collective::SystemOperation::max());
+        let api = match ready {
+            Err(e) => return Err(format!("rank {}: {e}", world.rank())),
+            Ok(_) if failed[0] != 0 => return Err("another rank could not start NCCL (its line says why)".into()),
+            Ok(api) => api,
+        };
+        let id = ncclUniqueId { internal: shared.map(|b| b as c_char) };
         let mut comm = std::ptr::null_mut();
         // SAFETY: comm receives the communicator; id is rank 0's, the same on every rank
         let result = unsafe { (api.comm_init_rank)(&mut comm, world.size(), id, world.rank()) };

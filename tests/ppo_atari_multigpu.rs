@@ -141,3 +141,32 @@ fn bad_input_is_one_line_and_exit_code_2() {
         assert!(!r.workdir.path().join("runs").exists(), "{args:?}: a run directory was made");
     }
 }
+
+/// When rank 0 cannot make NCCL's id (forced here on the CPU: PPO_NCCL_FAIL_ID=1), its status goes
+/// out with the id: every rank ends with rank 0's line, at once, and nothing is written; before,
+/// rank 0 left while the others waited in the broadcast (only Open MPI's mpirun killed them).
+#[test]
+fn rank_0s_nccl_failure_ends_every_rank_with_its_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let args = [&["--local-num-envs", "2"][..], SMALL].concat();
+    let mut child = common::mpirun(dir.path(), BIN, &["--quiet"], &args)
+        .env("PPO_NCCL_FAIL_ID", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun");
+    let since = Instant::now();
+    while child.try_wait().expect("mpirun").is_none() {
+        if since.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("the job still runs after 2 minutes: a rank waits for an id that never comes");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("mpirun ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    let line = "error: rank 0: ncclGetUniqueId failed (forced by PPO_NCCL_FAIL_ID)";
+    assert_eq!(stderr.lines().filter(|l| *l == line).count(), 2, "each rank's line: {stderr}");
+    assert!(!stderr.contains("panicked") && !dir.path().join("runs").exists(), "{stderr}");
+}
