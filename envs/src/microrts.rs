@@ -24,7 +24,8 @@ use crate::{Action, Env, EnvError, Space, Step};
 use jni::objects::{GlobalRef, JIntArray, JObject, JObjectArray, JValue};
 use jni::{InitArgsBuilder, JNIEnv, JNIVersion, JavaVM};
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 pub const IDS: [&str; 4] = [
     "MicrortsMining-v1",
@@ -76,6 +77,44 @@ pub fn dir() -> PathBuf {
 }
 
 static JVM: OnceLock<Result<JavaVM, String>> = OnceLock::new();
+
+/// The MicroRTS engine is not thread-safe: `rts.units.Unit.next_ID` is a `public static long`
+/// that every new unit increments without a lock (getstatic / ladd / putstatic), so two games
+/// making units at once on two threads can move it back and give a new unit an ID its game
+/// already holds (lookups by ID then find the wrong unit, silently). gym-microrts steps its games
+/// from one thread; here every call into the engine (a client's construction, reset, step, the
+/// test's unit IDs) holds this one process-wide lock, so env threads never overlap inside the
+/// engine whatever `--env-threads` says (the encoding and mask, in Rust, run outside it).
+static ENGINE: Mutex<()> = Mutex::new(());
+/// Threads inside the engine now, and the most ever at once (for the tests: always 1 or 0).
+static INSIDE: AtomicUsize = AtomicUsize::new(0);
+static MOST_INSIDE: AtomicUsize = AtomicUsize::new(0);
+
+/// Held while a thread is inside the engine.
+struct Engine(#[allow(dead_code)] MutexGuard<'static, ()>);
+
+impl Engine {
+    fn enter() -> Engine {
+        // a panic inside the engine poisons the lock but leaves no Rust state half-done
+        let guard = ENGINE.lock().unwrap_or_else(|e| e.into_inner());
+        let now = INSIDE.fetch_add(1, Ordering::SeqCst) + 1;
+        MOST_INSIDE.fetch_max(now, Ordering::SeqCst);
+        Engine(guard)
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        INSIDE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The most threads that were ever inside the MicroRTS engine at once in this process (1 once a
+/// game ran: the engine's calls are serialized). For the tests.
+#[doc(hidden)]
+pub fn most_threads_inside_engine() -> usize {
+    MOST_INSIDE.load(Ordering::SeqCst)
+}
 
 fn jvm() -> Result<&'static JavaVM, EnvError> {
     let dir = dir();
@@ -142,6 +181,7 @@ impl Microrts {
         let (opponent, weights, _) = config(id).ok_or_else(|| EnvError::unknown(id))?;
         let vm = jvm()?;
         let mut env = vm.attach_current_thread_permanently().map_err(|e| EnvError(format!("MicroRTS (JNI): {e}")))?;
+        let _engine = Engine::enter(); // loading the map sets Unit.next_ID
         let client = Self::client(&mut env, opponent).map_err(|e| EnvError(java_error(&mut env, e)))?;
         Ok(Microrts { client, weights, raw: vec![0; 5 * H * W], mask: vec![false; NVEC.iter().sum()] })
     }
@@ -176,6 +216,7 @@ impl Microrts {
     fn exchange(&mut self, obs: &mut [f32], action: Option<&[i64]>) -> ([f64; 7], bool) {
         let vm = JVM.get().and_then(|r| r.as_ref().ok()).expect("the JVM runs once an env exists");
         let mut env = vm.attach_current_thread_permanently().unwrap_or_else(|e| panic!("MicroRTS (JNI): {e}"));
+        let engine = Engine::enter();
         let (client, raw) = (&self.client, &mut self.raw);
         let result = env.with_local_frame(64, |env| -> jni::errors::Result<([f64; 7], bool)> {
             let response = match action {
@@ -194,8 +235,35 @@ impl Microrts {
             let message = java_error(&mut env, e);
             panic!("{message}")
         });
+        drop(engine);
         self.encode(obs);
         out
+    }
+
+    /// The IDs of the units in this game now (`client.gs.getUnits()`, each `getID()`), read
+    /// through the engine. For the tests: within a game they must be distinct.
+    #[doc(hidden)]
+    pub fn unit_ids(&self) -> Vec<i64> {
+        let vm = JVM.get().and_then(|r| r.as_ref().ok()).expect("the JVM runs once an env exists");
+        let mut env = vm.attach_current_thread_permanently().unwrap_or_else(|e| panic!("MicroRTS (JNI): {e}"));
+        let _engine = Engine::enter();
+        let client = &self.client;
+        let result = env.with_local_frame(64, |env| -> jni::errors::Result<Vec<i64>> {
+            let gs = env.get_field(client, "gs", "Lrts/GameState;")?.l()?;
+            let units = env.call_method(&gs, "getUnits", "()Ljava/util/List;", &[])?.l()?;
+            let n = env.call_method(&units, "size", "()I", &[])?.i()?;
+            let mut ids = Vec::with_capacity(n as usize);
+            for i in 0..n {
+                let unit = env.call_method(&units, "get", "(I)Ljava/lang/Object;", &[JValue::Int(i)])?.l()?;
+                ids.push(env.call_method(&unit, "getID", "()J", &[])?.j()?);
+                env.delete_local_ref(unit)?;
+            }
+            Ok(ids)
+        });
+        result.unwrap_or_else(|e| {
+            let message = java_error(&mut env, e);
+            panic!("{message}")
+        })
     }
 
     /// The Python wrapper's one-hot encoding and `calculate_mask`, from `raw`.

@@ -117,3 +117,51 @@ fn the_same_actions_give_the_same_game() {
     assert!(a == b, "the games differ");
     assert!(a.iter().any(|(_, r, _)| r.iter().any(|&r| r > 0.0)), "some resource was gathered");
 }
+
+/// The engine is not thread-safe (`Unit.next_ID`, a static long, is incremented without a lock),
+/// so its calls are serialized: 8 games stepped on 4 threads at once with random valid actions
+/// (produce among them, so units are made) never have two threads inside the engine at once, and
+/// every game's unit IDs, read through the engine after each step, stay distinct.
+#[test]
+fn games_on_several_threads_never_overlap_inside_the_engine() {
+    let (threads, games_per_thread, steps) = (4, 2, 250);
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            scope.spawn(move || {
+                let mut games: Vec<Microrts> =
+                    (0..games_per_thread).map(|_| Microrts::new("MicrortsMining-v1").expect("MicroRTS")).collect();
+                let mut obs = vec![0f32; 2700];
+                let mut rng = 0x9E3779B97F4A7C15u64 ^ t as u64;
+                for game in &mut games {
+                    game.reset(None, &mut obs);
+                }
+                for step in 0..steps {
+                    for (g, game) in games.iter_mut().enumerate() {
+                        let mask = mask_of(game);
+                        let mut action = Vec::new();
+                        let mut offset = 0;
+                        for n in NVEC {
+                            let valid: Vec<usize> = (0..n).filter(|&k| mask[offset + k]).collect();
+                            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                            action.push(if valid.is_empty() {
+                                0
+                            } else {
+                                valid[(rng >> 33) as usize % valid.len()] as i64
+                            });
+                            offset += n;
+                        }
+                        if game.step(Action::Discrete(&action), &mut obs).terminated || step % 200 == 199 {
+                            game.reset(None, &mut obs);
+                        }
+                        let mut ids = game.unit_ids();
+                        let n = ids.len();
+                        ids.sort();
+                        ids.dedup();
+                        assert_eq!(ids.len(), n, "thread {t}, game {g}, step {step}: a unit ID is held twice");
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(envs::microrts::most_threads_inside_engine(), 1, "two threads were inside the engine at once");
+}
