@@ -301,3 +301,21 @@ fn adaptive_lr_follows_the_tum_rule() {
     assert!(directions.contains(&std::cmp::Ordering::Greater), "the rate never went up");
     assert!(directions.contains(&std::cmp::Ordering::Less), "the rate never went down");
 }
+
+/// MuJoCo's failures, forced (PPO_MUJOCO_FAIL): an error inside MuJoCo on an env thread ends the run
+/// at once with one line and exit code 1, not a signal (the handler's `_exit` runs no destructor under
+/// the other threads); mj_makeData's NULL is one line and exit code 2, never a NULL stepped.
+#[test]
+fn mujocos_failures_end_the_run_with_one_line() {
+    for (fail, code, line) in [
+        ("error", 1, "error: MuJoCo: mj_stateSize: invalid state signature"),
+        ("make_data", 2, "error: HalfCheetah-v4: MuJoCo cannot allocate its simulation data"),
+    ] {
+        let args = ["--num-envs", "2", "--env-threads", "2", "--total-timesteps", "4096"];
+        let r = common::run_with_env(BIN, &args, &[("PPO_MUJOCO_FAIL", fail)]);
+        let stderr = r.stderr();
+        assert_eq!(r.output.status.code(), Some(code), "{fail}: {}: {stderr}", r.output.status);
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{fail}: {stderr}");
+        assert!(stderr.starts_with(line) && !stderr.contains("panicked"), "{fail}: {stderr}");
+    }
+}

@@ -180,6 +180,12 @@ extern "C" fn on_error(msg: *const c_char) {
     unsafe { _exit(1) }
 }
 
+/// `PPO_MUJOCO_FAIL=make_data` or `=error` (a testing aid, as PPO_TRACE): mj_makeData's NULL, or an
+/// error inside MuJoCo at every step (an env thread's), forced, so that tests see what a run does then.
+fn forced(what: &str) -> bool {
+    std::env::var("PPO_MUJOCO_FAIL").is_ok_and(|v| v == what)
+}
+
 /// A symbol's address as the function pointer type it has in mujoco.h.
 unsafe fn cast<F: Copy>(symbol: *mut c_void) -> F {
     assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
@@ -284,7 +290,7 @@ impl MujocoEnv {
             )));
         }
         let model = load_model(api, spec, &xml)?;
-        let data = unsafe { (api.make_data)(model) };
+        let data = if forced("make_data") { std::ptr::null_mut() } else { unsafe { (api.make_data)(model) } };
         if data.is_null() {
             // mj_makeData returns NULL when it cannot allocate (its arena, or memory): never step a NULL
             unsafe { (api.delete_model)(model) };
@@ -655,6 +661,10 @@ impl Env for MujocoEnv {
         self.set_state(&state, obs);
     }
     fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+        if forced("error") {
+            // an invalid state signature: MuJoCo's own error path (mju_error), on this env thread
+            unsafe { (self.api.state_size)(self.model, c_int::MAX) };
+        }
         let Action::Continuous(a) = action else {
             panic!("{}: expected a continuous action, got {action:?}", self.spec.id)
         };
