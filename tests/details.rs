@@ -195,66 +195,9 @@ fn catalogue() -> BTreeMap<Detail, String> {
 /// The `//` and `///` comments of a Rust source (not `//!`), with their 1-based line numbers;
 /// string, raw string and char literals and block comments are skipped.
 fn line_comments(src: &str) -> Vec<(usize, &str)> {
-    let b = src.as_bytes();
-    let (mut i, mut line, mut out) = (0, 1, Vec::new());
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    while i < b.len() {
-        match b[i] {
-            b'\n' => {
-                line += 1;
-                i += 1;
-            }
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                let end = src[i..].find('\n').map_or(b.len(), |e| i + e);
-                let text = &src[i + 2..end];
-                if !text.starts_with('!') {
-                    out.push((line, text.trim_start_matches('/')));
-                }
-                i = end;
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                let end = src[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
-                line += src[i..end].matches('\n').count();
-                i = end;
-            }
-            b'r' if (i == 0 || !ident(b[i - 1])) && matches!(b.get(i + 1), Some(b'"' | b'#')) => {
-                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
-                if b.get(i + 1 + hashes) != Some(&b'"') {
-                    i += 1;
-                    continue;
-                }
-                let close = format!("\"{}", "#".repeat(hashes));
-                let start = i + 2 + hashes;
-                let end = src[start..].find(&close).map_or(b.len(), |e| start + e + close.len());
-                line += src[i..end].matches('\n').count();
-                i = end;
-            }
-            b'"' => {
-                i += 1;
-                while i < b.len() && b[i] != b'"' {
-                    if b[i] == b'\n' {
-                        line += 1;
-                    }
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-                i += 1;
-            }
-            b'\'' => {
-                // a char literal ('x', '\n', '±') is skipped; a lifetime ('a) is not one
-                let rest = &src[i + 1..];
-                let len = match rest.strip_prefix('\\') {
-                    Some(escaped) => escaped.get(1..).and_then(|e| e.find('\'')).map(|e| e + 2),
-                    None => rest.chars().next().map(char::len_utf8),
-                };
-                i += match len {
-                    Some(len) if rest.as_bytes().get(len) == Some(&b'\'') => len + 2,
-                    _ => 1,
-                };
-            }
-            _ => i += 1,
-        }
-    }
-    out
+    let comments = common::rust_non_code(src).into_iter().filter(|(line_comment, _)| *line_comment);
+    let text = comments.map(|(_, r)| (1 + src[..r.start].matches('\n').count(), &src[r.start + 2..r.end]));
+    text.filter(|(_, t)| !t.starts_with('!')).map(|(line, t)| (line, t.trim_start_matches('/'))).collect()
 }
 
 /// The tags in a comment: a category name (not inside a word) followed by a one- or two-digit number.

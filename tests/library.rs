@@ -2,6 +2,7 @@
 //! its code (`use crate::logs::RunLog`, `crate::cli::TRACK`, or an item src/lib.rs re-exports from
 //! it, `crate::Start`) depends on it; two that depend on each other, directly or around a longer
 //! ring, share something that neither owns, and the test names them.
+mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A module's references to the others: (the module named, the line naming it).
@@ -42,56 +43,9 @@ fn reexports(lib: &str, modules: &BTreeMap<String, String>) -> BTreeMap<String, 
 /// A Rust source with its comments and its string and char literals blanked (their newlines kept,
 /// so that line numbers stay): what is left is code.
 fn code(src: &str) -> String {
-    let b = src.as_bytes();
-    let mut out = b.to_vec();
-    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
-        for c in &mut out[from..to.min(b.len())] {
-            if *c != b'\n' {
-                *c = b' ';
-            }
-        }
-    };
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    let mut i = 0;
-    while i < b.len() {
-        let end = match b[i] {
-            b'/' if b.get(i + 1) == Some(&b'/') => src[i..].find('\n').map_or(b.len(), |e| i + e),
-            b'/' if b.get(i + 1) == Some(&b'*') => src[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2),
-            b'r' if (i == 0 || !ident(b[i - 1])) && matches!(b.get(i + 1), Some(b'"' | b'#')) => {
-                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
-                if b.get(i + 1 + hashes) != Some(&b'"') {
-                    i += 1;
-                    continue;
-                }
-                let close = format!("\"{}", "#".repeat(hashes));
-                let start = i + 2 + hashes;
-                src[start..].find(&close).map_or(b.len(), |e| start + e + close.len())
-            }
-            b'"' => {
-                let mut j = i + 1;
-                while j < b.len() && b[j] != b'"' {
-                    j += if b[j] == b'\\' { 2 } else { 1 };
-                }
-                j + 1
-            }
-            b'\'' => {
-                // a char literal ('x', '\n', '±'); a lifetime ('a) is code
-                let rest = &src[i + 1..];
-                let len = match rest.strip_prefix('\\') {
-                    Some(escaped) => escaped.get(1..).and_then(|e| e.find('\'')).map(|e| e + 2),
-                    None => rest.chars().next().map(char::len_utf8),
-                };
-                match len {
-                    Some(len) if rest.as_bytes().get(len) == Some(&b'\'') => i + len + 2,
-                    _ => i + 1,
-                }
-            }
-            _ => i + 1,
-        };
-        if end > i + 1 {
-            blank(&mut out, i, end);
-        }
-        i = end;
+    let mut out = src.as_bytes().to_vec();
+    for (_, range) in common::rust_non_code(src) {
+        out[range].iter_mut().filter(|c| **c != b'\n').for_each(|c| *c = b' ');
     }
     String::from_utf8_lossy(&out).into_owned()
 }
