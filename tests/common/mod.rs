@@ -405,3 +405,19 @@ pub fn rust_non_code(src: &str) -> Vec<(bool, std::ops::Range<usize>)> {
     }
     out
 }
+
+/// The tests' pin of libtorch's math kernels: MKL, oneDNN and ATen's own kernels at AVX2, so that
+/// a run takes the same code path on every x86-64 processor with AVX2 that honours the variables.
+/// It narrows the spread between machines, it does not remove it: MKL and oneDNN also choose by
+/// vendor and cache sizes, so committed numbers are compared within tolerances (tests/snapshot.rs,
+/// tests/parity.rs). A variable set outside the tests wins over the pin (a run under another kernel
+/// path, as `.ci/run`'s second pass): the child inherits it.
+pub fn kernel_pin() -> Vec<(&'static str, &'static str)> {
+    const PIN: [(&str, &str); 4] = [
+        ("MKL_ENABLE_INSTRUCTIONS", "AVX2"),
+        ("MKL_CBWR", "AVX2"),
+        ("ONEDNN_MAX_CPU_ISA", "AVX2"),
+        ("ATEN_CPU_CAPABILITY", "avx2"),
+    ];
+    PIN.into_iter().filter(|(name, _)| std::env::var_os(name).is_none()).collect()
+}
