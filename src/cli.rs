@@ -14,6 +14,10 @@ pub trait Experiment: clap::Parser + serde::Serialize + serde::de::DeserializeOw
     /// The binary's own flags that `--resume` may change, beside the run's length, the checkpoint
     /// interval, `--save-model`, `--cuda` and the thread counts.
     const RESUME_MAY_CHANGE: &'static [&'static str] = &[];
+    /// Flags added since runs of this binary were made, each with the value that a run of an earlier
+    /// build, whose args.json lacks the flag, had in effect (what that build did): `--resume` reads the
+    /// run so. Any other flag missing from a run cannot be known, and its resume is refused.
+    const ADDED_LATER: &'static [(&'static str, &'static str)] = &[];
     /// The experiment's flags, flattened into `Args`.
     fn run(&self) -> &RunArgs;
     /// `--env-id`.
@@ -362,6 +366,11 @@ fn as_words<A: Experiment>(saved: &serde_json::Value, dir: &std::path::Path) -> 
         let may_default = [&RESUME_MAY_CHANGE[..], &NO_EFFECT_ON_TRAINING, A::RESUME_MAY_CHANGE].concat().contains(&id);
         let value = match saved.get(id) {
             None if may_default => continue, // a flag added since the run: its default changes nothing in training
+            None if A::ADDED_LATER.iter().any(|(flag, _)| *flag == id) => {
+                let earlier = A::ADDED_LATER.iter().find(|(flag, _)| *flag == id).map_or("", |(_, value)| value);
+                words.push(format!("--{long}={earlier}")); // what the build that made the run did
+                continue;
+            }
             None => {
                 let (bin, fix) = (A::NAME, format!("start a new run, or add \"{id}\" with the value the run used"));
                 return Err(format!("lacks \"{id}\" (--{long}): the run comes from an earlier build of {bin}; {fix}"));

@@ -140,12 +140,15 @@ pub fn var(xs: impl Iterator<Item = f64> + Clone) -> f64 {
 ///
 /// A binary whose rollout is shaped by other flags (ranks, levels) names the flags `--resume` may
 /// change, `resume_may_change = &["..."]`, and its whole check, if any, is its own `check = f`.
+/// `added_later = &[("flag", "value")]`: flags added since runs were made, with the value a run of
+/// an earlier build had in effect ([`Experiment::ADDED_LATER`]).
 #[macro_export]
 macro_rules! experiment {
-    (@impl $args:ty, $threads:expr, $may_change:expr, $check:expr) => {
+    (@impl $args:ty, $threads:expr, $may_change:expr, $added_later:expr, $check:expr) => {
         impl $crate::Experiment for $args {
             const NAME: &'static str = env!("CARGO_BIN_NAME");
             const RESUME_MAY_CHANGE: &'static [&'static str] = $may_change;
+            const ADDED_LATER: &'static [(&'static str, &'static str)] = $added_later;
             fn run(&self) -> &$crate::RunArgs {
                 &self.run
             }
@@ -160,6 +163,14 @@ macro_rules! experiment {
             }
         }
     };
+    (@rollout $args:ty, $threads:expr, $added_later:expr, $check:expr) => {
+        $crate::experiment!(@impl $args, $threads, &[], $added_later, |a: &$args| {
+            ($check)(a)?;
+            let (num_envs, num_steps, num_minibatches) = (a.num_envs, a.num_steps, a.num_minibatches);
+            let (total_timesteps, norm_adv, ranks) = (a.total_timesteps, a.norm_adv, None);
+            $crate::flags::Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv, ranks }.check()
+        });
+    };
     ($args:ty, one_core) => {
         $crate::experiment!($args, (1, 1), |_: &$args| Ok::<(), String>(()));
     };
@@ -172,21 +183,28 @@ macro_rules! experiment {
     ($args:ty, all_cores, check = $check:expr) => {
         $crate::experiment!($args, ($crate::all_cores(), $crate::all_cores()), $check);
     };
+    ($args:ty, one_core, added_later = $added_later:expr) => {
+        $crate::experiment!(@rollout $args, (1, 1), $added_later, |_: &$args| Ok::<(), String>(()));
+    };
     ($args:ty, all_cores, resume_may_change = $may_change:expr) => {
-        $crate::experiment!(@impl $args, ($crate::all_cores(), $crate::all_cores()), $may_change, |_: &$args| {
+        $crate::experiment!(@impl $args, ($crate::all_cores(), $crate::all_cores()), $may_change, &[], |_: &$args| {
             Ok::<(), String>(())
         });
     };
     ($args:ty, $threads:expr, resume_may_change = $may_change:expr, check = $check:expr) => {
-        $crate::experiment!(@impl $args, $threads, $may_change, $check);
+        $crate::experiment!(@impl $args, $threads, $may_change, &[], $check);
+    };
+    (
+        $args:ty,
+        $threads:expr,
+        resume_may_change = $may_change:expr,
+        added_later = $added_later:expr,
+        check = $check:expr
+    ) => {
+        $crate::experiment!(@impl $args, $threads, $may_change, $added_later, $check);
     };
     ($args:ty, $threads:expr, $check:expr) => {
-        $crate::experiment!(@impl $args, $threads, &[], |a: &$args| {
-            ($check)(a)?;
-            let (num_envs, num_steps, num_minibatches) = (a.num_envs, a.num_steps, a.num_minibatches);
-            let (total_timesteps, norm_adv, ranks) = (a.total_timesteps, a.norm_adv, None);
-            $crate::flags::Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv, ranks }.check()
-        });
+        $crate::experiment!(@rollout $args, $threads, &[], $check);
     };
 }
 

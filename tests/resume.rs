@@ -84,7 +84,8 @@ fn run_dir(dir: &Path) -> PathBuf {
     runs.into_iter().next().expect("one run")
 }
 
-/// updates.csv without the columns that measure time, and episodes.csv.
+/// updates.csv without the columns that measure time, and episodes.csv: a resumed run and an
+/// uninterrupted one compare exactly, both on this machine with the same kernels.
 fn metrics(run: &Path) -> (Table, Table) {
     let updates = Table::read(&run.join("updates.csv"));
     let timing: Vec<&str> = updates.header.iter().map(String::as_str).filter(|h| h.starts_with("timing/")).collect();
@@ -463,4 +464,46 @@ fn a_resume_keeps_a_model_whose_name_holds_tmp() {
     ok(&run_in(work.path(), bin, &["--resume", dir_s, "--total-timesteps", "2048", "--save-model", "false"]));
     assert!(model.exists(), "the resume deleted the user's model");
     assert!(!leftover.exists(), "a dead writer's temporary file stayed");
+}
+
+/// A run of an earlier build resumes with today's (issue 57): each binary's run of two updates in
+/// `tests/earlier_runs/<binary>/`, made by the build that `tests/earlier_runs/MADE_BY` names
+/// (`scripts/earlier-runs`), continues for one more update from its checkpoint, a copy of it in a
+/// fresh directory: one row per iteration in order, ratio == 1 at the first minibatch of the resumed
+/// update. A flag added since reads as what that build did (the binary's `added_later`): here
+/// `--adaptive-lr-rule` of ppo_continuous and ppo_multilevel, whose runs use --adaptive-lr.
+#[test]
+fn runs_of_an_earlier_build_resume() {
+    let earlier = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/earlier_runs");
+    let bins = [
+        ("ppo", env!("CARGO_BIN_EXE_ppo")),
+        ("ppo_noisy", env!("CARGO_BIN_EXE_ppo_noisy")),
+        ("ppo_atari", env!("CARGO_BIN_EXE_ppo_atari")),
+        ("ppo_atari_multigpu", env!("CARGO_BIN_EXE_ppo_atari_multigpu")),
+        ("ppo_continuous", env!("CARGO_BIN_EXE_ppo_continuous")),
+        ("ppo_lstm", env!("CARGO_BIN_EXE_ppo_lstm")),
+        ("ppo_lstm_workers", env!("CARGO_BIN_EXE_ppo_lstm_workers")),
+        ("ppo_multidiscrete_mask", env!("CARGO_BIN_EXE_ppo_multidiscrete_mask")),
+        ("ppo_multilevel", env!("CARGO_BIN_EXE_ppo_multilevel")),
+    ];
+    for (name, bin) in bins {
+        let made = run_dir(&earlier.join(name));
+        let work = tempfile::tempdir().expect("temp dir");
+        let dir = work.path().join("runs").join(made.file_name().expect("a run's name"));
+        copy_dir(&made, &dir);
+        let args: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).expect("args.json")).expect("json");
+        let updates = Table::read(&dir.join("updates.csv"));
+        assert_eq!(updates.col("iteration"), [1.0, 2.0], "{name}: the earlier run has two updates");
+        // one more update: ppo_multilevel counts iterations, the others steps (a batch per update)
+        let (flag, longer) = match args["num_iterations"].as_u64() {
+            Some(n) => ("--num-iterations", n + 1),
+            None => ("--total-timesteps", args["total_timesteps"].as_u64().expect("steps") * 3 / 2),
+        };
+        let resumed = run_in(work.path(), bin, &["--resume", dir.to_str().expect("utf-8"), flag, &longer.to_string()]);
+        ok(&resumed);
+        let updates = Table::read(&dir.join("updates.csv"));
+        assert_eq!(updates.col("iteration"), [1.0, 2.0, 3.0], "{name}: one row per iteration");
+        assert_ratio_one(&updates, name);
+    }
 }

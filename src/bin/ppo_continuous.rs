@@ -92,7 +92,8 @@ struct Args {
 
 // TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
 // whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
-ppo_details::experiment!(Args, one_core);
+// --adaptive-lr-rule came after runs were made: theirs resume with rsl_rl's rule, the only one then
+ppo_details::experiment!(Args, one_core, added_later = &[("adaptive_lr_rule", "rsl-rl")]);
 
 /// CleanRL's `make_env` (ours are flat: no FlattenObservation), with the running statistics the checkpoints keep.
 type EnvAndStats = Result<(Box<dyn Env<Obs = f32>>, [envs::SharedRms; 2]), envs::EnvError>;

@@ -145,6 +145,7 @@ ppo_details::experiment!(
     Args,
     (1, ppo_details::all_cores()),
     resume_may_change = &["num_iterations"],
+    added_later = &[("adaptive_lr_rule", "rsl-rl")], // came after runs were made: theirs had rsl_rl's rule
     check = check_args
 );
 
