@@ -28,17 +28,19 @@ script for as many iterations, run with runpy, replacing only what it takes from
 It writes tests/golden/parity/<variant>.npz: CleanRL's weights after each update (parameters of more
 than 100,000 values as 16 signed random projections of the change from the initial weights, signs
 from splitmix64, which tests/parity.rs computes the same way), its logged values (update k > 1's
-under `u<k>.`), and the FNV-1a hash of the trace that fed it (so the test knows the golden data is
-for the rollout it replays).
+under `u<k>.`), and the trace that fed it as the test compares it: `trace_exact_fnv1a`, an FNV-1a
+hash of its parts no processor changes (discrete actions, Atari's bytes, dones, masks, minibatch
+orders), and its float parts as fed (`fed.<name>`; `fedproj.<name>`, 16 projections, where large):
+the initial weights, and ppo_continuous's actions and what the env made of them.
 
-Both sides run with libtorch's (and PyTorch's) math kernels pinned to AVX2, as tests/parity.rs and
-tests/snapshot.rs run ours: the kernels are chosen by processor, and an AVX-512 machine otherwise
-rounds differently, so the trace's bytes and CleanRL's results would depend on the machine.
+Our binary runs with libtorch's math kernels pinned to AVX2, as the tests pin them by default; the
+test holds on other processors and kernel paths within its tolerances (docs/tests.md, "What holds
+where").
 """
 import json
 import os
 
-# before numpy and torch load MKL and oneDNN: the kernels tests/parity.rs pins (see the docstring)
+# before numpy and torch load MKL and oneDNN: the kernels the tests pin by default (see the docstring)
 PINNED = {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 os.environ.update(PINNED)
 

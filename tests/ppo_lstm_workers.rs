@@ -39,7 +39,8 @@ fn workers_of_episodes(r: &Run) -> std::collections::BTreeSet<u64> {
 /// Alone it is `ppo_lstm`, metric for metric; one worker (`-np 2`) is too: worker 1 draws on from the
 /// learner's random stream, its envs are ppo_lstm's. The worker runs one libtorch thread, which
 /// changes the rollout's floats against a two-thread `ppo_lstm` (measured: 11 of 48 cells of 4
-/// updates, in the 7th digit or below), so that side runs with one thread too.
+/// updates, in the 7th digit or below), so that side runs with one thread too. Exact: both sides run on
+/// this machine with the same kernels (docs/tests.md, "What holds where").
 #[test]
 fn alone_and_with_one_worker_it_is_ppo_lstm() {
     let args = [NO_VEL, &["--total-timesteps", "1024"]].concat();

@@ -125,7 +125,8 @@ fn sync_rows_pair_with_main_rows() {
 
 /// The reference's invariant: with one level, multilevel PPO is plain PPO. `ppo_multilevel`
 /// with one level and `ppo_continuous`'s network, normalization and hyperparameters must log the
-/// same metrics as `ppo_continuous` on the same env and seed, to the last bit.
+/// same metrics as `ppo_continuous` on the same env and seed, to the last bit (both run on this
+/// machine with the same kernels).
 #[test]
 fn one_level_is_plain_ppo() {
     let common = ["--env-id", "ResSim-case1", "--num-envs", "4", "--update-epochs", "3", "--seed", "3"];

@@ -46,7 +46,8 @@ fn every_noise_setting_keeps_ratio_one_and_repeats() {
     }
 }
 
-/// `--noisy none` is `ppo.rs`: the same layers, draws and update, metric for metric.
+/// `--noisy none` is `ppo.rs`: the same layers, draws and update, metric for metric (exact: both run on
+/// this machine with the same kernels; docs/tests.md, "What holds where").
 #[test]
 fn without_noise_it_is_ppo() {
     let args = ["--total-timesteps", "2048", "--seed", "3"];

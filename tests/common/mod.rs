@@ -190,7 +190,8 @@ pub fn assert_ratio_within(
 }
 
 /// `a` and `b` ran with the same seed: identical updates.csv (timing columns aside) and
-/// episodes.csv; `c` ran with another seed: different metrics (so the check can fail).
+/// episodes.csv, exactly (both ran on this machine with the same kernels; docs/tests.md, "What holds
+/// where"); `c` ran with another seed: different metrics (so the check can fail).
 pub fn assert_same_metrics(a: &Run, b: &Run, c: &Run) {
     for r in [a, b, c] {
         r.assert_ok();
