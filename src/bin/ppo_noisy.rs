@@ -103,33 +103,44 @@ fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
     nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
 }
 
+/// Noisy 1: a layer's noise: none (layer_init's layer), factorised or independent
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Noise {
+    Off,
+    Factorised,
+    Independent,
+}
+
 /// Noisy 1: a linear layer y = (μ_w + σ_w ⊙ ε_w) x + μ_b + σ_b ⊙ ε_b, ε a row per sample: per weight
 /// (independent) or ε_w = f(ε_out) f(ε_in)ᵀ, ε_b = f(ε_out), f(x) = sgn(x)√|x| (factorised). Else layer_init's
 struct Layer {
     mu: nn::Linear,
     sigma: Option<(Tensor, Tensor)>,
     noise: std::ops::Range<i64>, // Noisy 2: its columns of the agent's noise row (all layers' noise in turn)
+    kind: Noise,
 }
 
 impl Layer {
     /// Noisy 1: μ ~ U(±1/√n), σ = 0.5/√n (factorised) or U(±√(3/n)), 0.017 (independent): Fortunato's, not
     /// layer_init's orthogonal one: their σ is set against this μ's scale (layer_init's actor head: std 0.01)
-    fn new(p: nn::Path, n: i64, m: i64, std: f64, noisy: Option<bool>, at: &mut i64) -> Layer {
-        let Some(independent) = noisy else { return Layer { mu: layer_init(p, n, m, std), sigma: None, noise: 0..0 } };
-        let root_n = (n as f64).sqrt();
+    fn new(p: nn::Path, n: i64, m: i64, std: f64, kind: Noise, at: &mut i64) -> Layer {
+        if kind == Noise::Off {
+            return Layer { mu: layer_init(p, n, m, std), sigma: None, noise: 0..0, kind };
+        }
+        let (independent, root_n) = (kind == Noise::Independent, (n as f64).sqrt());
         let (bound, sigma) = if independent { (3f64.sqrt() / root_n, 0.017) } else { (1.0 / root_n, 0.5 / root_n) };
         let (u, init) = (nn::Init::Uniform { lo: -bound, up: bound }, nn::Init::Const(sigma));
         let mu = nn::linear(&p, n, m, nn::LinearConfig { ws_init: u, bs_init: Some(u), bias: true });
         let noise = *at..*at + if independent { m * n + m } else { n + m };
         *at = noise.end;
-        Layer { mu, sigma: Some((p.var("sigma_weight", &[m, n], init), p.var("sigma_bias", &[m], init))), noise }
+        Layer { mu, sigma: Some((p.var("sigma_weight", &[m, n], init), p.var("sigma_bias", &[m], init))), noise, kind }
     }
 
     /// Noisy 3: each sample (row of x) under its own noise (row of `noise`: its env's when it acted)
     fn forward(&self, x: &Tensor, noise: &Tensor) -> Tensor {
         let Some((sigma_w, sigma_b)) = &self.sigma else { return self.mu.forward(x) };
         let (m, n, noise) = (sigma_b.size()[0], x.size()[1], noise.slice(1, self.noise.start, self.noise.end, 1));
-        let (eps_w, eps_b) = if noise.size()[1] > n + m {
+        let (eps_w, eps_b) = if self.kind == Noise::Independent {
             (noise.narrow(1, 0, m * n).view([-1, m, n]), noise.narrow(1, m * n, m))
         } else {
             let f = noise.sign() * noise.abs().sqrt(); // f(ε_in), f(ε_out)
@@ -155,8 +166,9 @@ impl Agent {
         // each a 64-64 tanh MLP, its last layer's size and gain apart; critic first, as CleanRL (the RNG's order).
         // Layers 0, 2, 4: nn.Sequential's indices (tanh at 1, 3): saved weights get CleanRL's names (critic.0.weight)
         let mut at = 0; // Noisy 2: the noise row's next free column (the critic's layers first, in creation order)
+        let kind = if independent { Noise::Independent } else { Noise::Factorised };
         let mut mlp = |name: &str, out_dim: i64, std: f64, net: &str| {
-            let noise = [net, "both"].contains(&noisy).then_some(independent); // Noisy 2: --noisy's networks
+            let noise = if [net, "both"].contains(&noisy) { kind } else { Noise::Off }; // Noisy 2: --noisy's networks
             let mut layer = |i: i64, n, m, std| Layer::new(p / name / i, n, m, std, noise, &mut at);
             vec![layer(0, obs_dim, 64, 2f64.sqrt()), layer(2, 64, 64, 2f64.sqrt()), layer(4, 64, out_dim, std)]
         };
@@ -417,3 +429,8 @@ fn main() {
         }));
     }
 }
+
+// Noisy 1's layers tested from outside the tutorial (tests/unit/ppo_noisy.rs, as this file's `tests` module)
+#[cfg(test)]
+#[path = "../../tests/unit/ppo_noisy.rs"]
+mod tests;
