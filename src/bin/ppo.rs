@@ -209,7 +209,8 @@ fn main() {
         let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
         let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
-                                                             // Core 5: GAE, as a plain loop on the host
+
+        // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
         let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
