@@ -141,7 +141,8 @@ pub fn var(xs: impl Iterator<Item = f64> + Clone) -> f64 {
 /// A binary whose rollout is shaped by other flags (ranks, levels) names the flags `--resume` may
 /// change, `resume_may_change = &["..."]`, and its whole check, if any, is its own `check = f`.
 /// `added_later = &[("flag", "value")]`: flags added since runs were made, with the value a run of
-/// an earlier build had in effect ([`Experiment::ADDED_LATER`]).
+/// an earlier build had in effect ([`Experiment::ADDED_LATER`]). `batch_checked_in_main`: no batch
+/// check here, for a binary whose batch depends on what only `main` knows (its workers' count).
 #[macro_export]
 macro_rules! experiment {
     (@impl $args:ty, $threads:expr, $may_change:expr, $added_later:expr, $check:expr) => {
@@ -185,6 +186,11 @@ macro_rules! experiment {
     };
     ($args:ty, one_core, added_later = $added_later:expr) => {
         $crate::experiment!(@rollout $args, (1, 1), $added_later, |_: &$args| Ok::<(), String>(()));
+    };
+    ($args:ty, all_cores, batch_checked_in_main) => {
+        $crate::experiment!(@impl $args, ($crate::all_cores(), $crate::all_cores()), &[], &[], |_: &$args| {
+            Ok::<(), String>(())
+        });
     };
     ($args:ty, all_cores, resume_may_change = $may_change:expr) => {
         $crate::experiment!(@impl $args, ($crate::all_cores(), $crate::all_cores()), $may_change, &[], |_: &$args| {

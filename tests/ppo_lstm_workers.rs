@@ -183,6 +183,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
         &[
             (&["--num-envs", "0"], &[], "'0' for '--num-envs"),
             (&["--num-envs", "6", "--num-minibatches", "4"], &[], "minibatches are whole envs"),
+            (&["--num-envs", "1", "--num-steps", "1", "--num-minibatches", "1"], &[], "--norm-adv needs minibatches"),
             (&["--env-id", "HalfCheetah-v4"], &[], "run it with ppo_continuous;"),
         ],
     );
@@ -200,4 +201,25 @@ fn bad_input_is_one_line_and_exit_code_2() {
         assert!(stderr.contains(needle) && !stderr.contains("panicked"), "{args:?}: {stderr}");
         assert!(!r.workdir.path().join("runs").exists(), "{args:?}: a run directory was made");
     }
+}
+
+/// The learner's batch is split, not a worker's (issue 59): five workers of 3 envs are 15 envs, five
+/// minibatches of 3 whole envs, though one worker's 3 envs x 32 steps (96) do not divide by 5 (refused
+/// until 2026-11-28 by a check of a worker's batch). Ratio == 1 at the first minibatch, every worker's
+/// episodes logged.
+#[test]
+fn the_learners_batch_is_split_not_a_workers() {
+    let args = ["--env-id", "CartPoleNoVel-v1", "--torch-threads", "1", "--num-envs", "3", "--num-minibatches", "5"];
+    let r = run_mpi(6, &[], &[&args[..], &["--num-steps", "32", "--total-timesteps", "960"]].concat(), &[]);
+    r.assert_ok();
+    let updates = r.csv("updates.csv");
+    assert_eq!(updates.col("global_step"), [480.0, 960.0], "two updates of 5 x 3 envs x 32 steps");
+    common::assert_ratio_one_and_small_kl(
+        &updates,
+        "debug/first_mb_max_ratio_dev",
+        "debug/first_mb_clipfrac",
+        "losses/approx_kl",
+        2,
+    );
+    assert_eq!(workers_of_episodes(&r), (1..=5).collect(), "every worker's episodes");
 }

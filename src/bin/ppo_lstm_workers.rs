@@ -82,14 +82,16 @@ struct Args {
 
 // TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
 // whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
-ppo_details::experiment!(Args, all_cores);
+ppo_details::experiment!(Args, all_cores, batch_checked_in_main); // Workers 1: the learner's batch, checked in main
 
-/// LSTM's flag combination, beside the batch's that the library checks: minibatches of whole envs, of all workers.
+/// Workers 1: the learner's batch, of all workers' envs: minibatches of whole envs, of 2 samples or more.
 fn check_args(a: &Args, workers: usize) -> Result<(), String> {
     let (envs, n) = (a.num_envs * workers, a.num_minibatches);
     let err =
         format!("--num-envs x workers ({envs}) not divisible by --num-minibatches ({n}): minibatches are whole envs");
-    envs.is_multiple_of(n).then_some(()).ok_or(err)
+    envs.is_multiple_of(n).then_some(()).ok_or(err)?;
+    let few = "--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); lower --num-minibatches";
+    (!a.norm_adv || envs * a.num_steps / n >= 2).then_some(()).ok_or(few.into())
 }
 
 /// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
