@@ -80,10 +80,10 @@ struct Args {
     /// independent Gaussian noise, one draw per weight, instead of factorised noise (one per input and output)
     #[arg(long, default_value_t = false)]
     independent_noise: bool,
-    /// adapt the rate to each update's KL instead of annealing it (TUM report 3.6: x2 below desired-kl / 1.5, /2 above)
+    /// adapt the rate to each update's KL d, not annealing it (TUM report 3.6: x2 if d < δ / 1.5, /2 if d > 1.5 δ)
     #[arg(long, default_value_t = false)]
     adaptive_lr: bool,
-    /// the KL between the rollout's policy and the updated one that --adaptive-lr aims at
+    /// the KL δ between the rollout's policy and the updated one that --adaptive-lr aims at
     #[arg(long, default_value_t = 0.01, value_parser = positive)]
     desired_kl: f64,
 }
@@ -112,7 +112,8 @@ enum Noise {
 }
 
 /// Noisy 1: a linear layer y = (μ_w + σ_w ⊙ ε_w) x + μ_b + σ_b ⊙ ε_b, ε a row per sample: per weight
-/// (independent) or ε_w = f(ε_out) f(ε_in)ᵀ, ε_b = f(ε_out), f(x) = sgn(x)√|x| (factorised). Else layer_init's
+/// (independent) or ε_w = f(ε_out) f(ε_in)ᵀ, ε_b = f(ε_out), f(x) = sgn(x)√|x| (factorised). Without noise: a
+/// layer_init layer.
 struct Layer {
     mu: nn::Linear,
     sigma: Option<(Tensor, Tensor)>,
