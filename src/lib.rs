@@ -14,7 +14,9 @@
 //! - [`device`]: the device `--cuda` gets, and why, in words (the NVIDIA driver asked through
 //!   cudarc); `--torch-deterministic` in libtorch's global context.
 //! - [`nccl`]: a data-parallel run's gradient all-reduce between GPUs (or through MPI).
-//! - [`ranks`]: a data-parallel run's other collectives over MPI (reductions, broadcast, episodes, sync check).
+//! - [`ranks`]: the ranks of a run over MPI, a data-parallel run's (reductions, broadcast, episodes, sync
+//!   check) and a learner's with its workers' (rollouts gathered, the CPU random stream handed over).
+//! - `openmp`: `GOMP_SPINCOUNT` set before libgomp reads it, however a binary starts (its ELF preinit array).
 //! - Here: [`fail`], [`to_host`], [`upload`], [`play`] (the evaluation loop of `--save-model`), [`var`]
 //!   (numpy's), [`categorical_sample`] (torch.distributions'), [`all_cores`], [`experiment!`].
 
