@@ -364,13 +364,10 @@ fn as_words<A: Experiment>(saved: &serde_json::Value, dir: &std::path::Path) -> 
     for (id, long) in flags.into_iter().filter(|(id, _)| *id != "resume") {
         let scalar = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
         let may_default = [&RESUME_MAY_CHANGE[..], &NO_EFFECT_ON_TRAINING, A::RESUME_MAY_CHANGE].concat().contains(&id);
-        let value = match saved.get(id) {
+        // a flag added since the run, which the binary says how earlier builds ran: that value
+        let earlier = A::ADDED_LATER.iter().find(|(flag, _)| *flag == id).map(|&(_, value)| value.into());
+        let value = match saved.get(id).or(earlier.as_ref()) {
             None if may_default => continue, // a flag added since the run: its default changes nothing in training
-            None if A::ADDED_LATER.iter().any(|(flag, _)| *flag == id) => {
-                let earlier = A::ADDED_LATER.iter().find(|(flag, _)| *flag == id).map_or("", |(_, value)| value);
-                words.push(format!("--{long}={earlier}")); // what the build that made the run did
-                continue;
-            }
             None => {
                 let (bin, fix) = (A::NAME, format!("start a new run, or add \"{id}\" with the value the run used"));
                 return Err(format!("lacks \"{id}\" (--{long}): the run comes from an earlier build of {bin}; {fix}"));
