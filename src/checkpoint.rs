@@ -40,6 +40,9 @@ pub(crate) fn write(
     for (name, t) in [("weights", &optimizer.flat), ("adam.m", &optimizer.m), ("adam.v", &optimizer.v)] {
         tensors.insert(name.to_string(), t.to_device(Device::Cpu));
     }
+    if let Some(seeds) = &optimizer.seeds {
+        tensors.insert("adam.seed_steps".into(), Tensor::from_slice(&seeds.steps));
+    }
     for (i, handle) in stats.iter().enumerate() {
         let rms = handle.lock();
         tensors.insert(format!("rms.{i}"), Tensor::from_slice(&[&rms.mean[..], &rms.var[..], &[rms.count]].concat()));
@@ -140,6 +143,13 @@ impl Start {
                 tch::no_grad(|| into.shallow_clone().copy_(saved));
             }
             optimizer.t = meta.adam_step;
+            if let Some(seeds) = &mut optimizer.seeds {
+                let steps = Vec::<i32>::try_from(tensor("adam.seed_steps")?).map_err(|e| e.to_string())?;
+                if steps.len() != seeds.steps.len() {
+                    return Err(format!("it holds {} seeds, this run has {}", steps.len(), seeds.steps.len()));
+                }
+                seeds.steps = steps;
+            }
             if stats.len() != meta.stats {
                 return Err(format!("it holds {} running statistics, this run has {}", meta.stats, stats.len()));
             }
@@ -284,29 +294,56 @@ impl Start {
     ) -> std::io::Result<tboard::EventWriter<std::fs::File>> {
         rewrite(&dir.join("updates.csv"), updates_kept)?;
         rewrite(&dir.join("episodes.csv"), episodes_kept)?;
-        let old_events: Vec<_> = std::fs::read_dir(dir)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("events.out.tfevents.")))
-            .collect();
         if self.iteration > 0 {
             println!("resuming {} at iteration {}, global_step {}", dir.display(), self.iteration, self.global_step);
         }
-        let mut tb = tboard::EventWriter::create(dir).map_err(std::io::Error::other)?;
-        for (header, rows) in [updates_kept, episodes_kept] {
-            let step = header.iter().position(|h| h == "global_step").unwrap_or(0);
-            for row in rows {
-                let step = row[step].parse::<f64>().unwrap_or(0.0) as i64;
-                for (tag, value) in header.iter().zip(row).filter(|(tag, _)| tag.contains('/')) {
-                    let value = value.parse::<f64>().unwrap_or(f64::NAN) as f32;
-                    tb.write_scalar(step, tag, value).map_err(std::io::Error::other)?;
-                }
+        events_from(dir, [updates_kept, episodes_kept], None)
+    }
+}
+
+/// The TensorBoard events of `events_dir` written anew from the rows of `logs_dir`'s CSVs (as
+/// [`Start::logs_anew`] left them): the rows of seed `seed` where the CSVs have a column `seed` (a log
+/// of several seeds), all rows otherwise; the old events go once the new are written.
+pub(crate) fn events_anew(
+    events_dir: &Path,
+    logs_dir: &Path,
+    seed: Option<u64>,
+) -> std::io::Result<tboard::EventWriter<std::fs::File>> {
+    let [updates, episodes] =
+        ["updates.csv", "episodes.csv"].map(|name| rows_up_to(&logs_dir.join(name), "", f64::MAX));
+    events_from(events_dir, [&updates?, &episodes?], seed)
+}
+
+fn events_from(
+    dir: &Path,
+    tables: [&Table; 2],
+    seed: Option<u64>,
+) -> std::io::Result<tboard::EventWriter<std::fs::File>> {
+    let old_events: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("events.out.tfevents.")))
+        .collect();
+    let mut tb = tboard::EventWriter::create(dir).map_err(std::io::Error::other)?;
+    for (header, rows) in tables {
+        let step = header.iter().position(|h| h == "global_step").unwrap_or(0);
+        let seed_column = header.iter().position(|h| h == "seed");
+        let ours = |row: &csv::StringRecord| match (seed_column, seed) {
+            (Some(i), Some(seed)) => row[i].parse::<f64>().is_ok_and(|s| s == seed as f64),
+            (None, None) => true,
+            _ => false, // a log of seeds has no events of its own; a seed's are in a log of seeds
+        };
+        for row in rows.iter().filter(|row| ours(row)) {
+            let step = row[step].parse::<f64>().unwrap_or(0.0) as i64;
+            for (tag, value) in header.iter().zip(row).filter(|(tag, _)| tag.contains('/')) {
+                let value = value.parse::<f64>().unwrap_or(f64::NAN) as f32;
+                tb.write_scalar(step, tag, value).map_err(std::io::Error::other)?;
             }
         }
-        for old in old_events {
-            std::fs::remove_file(old)?;
-        }
-        Ok(tb)
     }
+    for old in old_events {
+        std::fs::remove_file(old)?;
+    }
+    Ok(tb)
 }
 
 /// `--resume`: a CSV file's header and its rows up to the last whose `column` is at most `limit` (a
@@ -317,8 +354,10 @@ fn rows_up_to(path: &Path, column: &str, limit: f64) -> std::io::Result<Table> {
     }
     let mut reader = csv::ReaderBuilder::new().flexible(true).from_path(path)?;
     let header = reader.headers()?.clone();
-    let i = header.iter().position(|h| h == column).unwrap_or(0);
-    let fits = |r: &csv::StringRecord| r.len() == header.len() && r[i].parse::<f64>().is_ok_and(|x| x <= limit);
+    let i = header.iter().position(|h| h == column);
+    let fits = |r: &csv::StringRecord| {
+        r.len() == header.len() && i.is_none_or(|i| r[i].parse::<f64>().is_ok_and(|x| x <= limit))
+    };
     let rows: Vec<_> = reader.records().map_while(|r| r.ok().filter(fits)).collect();
     Ok((header, rows))
 }

@@ -19,7 +19,10 @@ use tch::{nn, Device, Kind, Tensor};
 #[derive(Clone, Copy)]
 pub enum Logged<'a> {
     OnHost(f64),
+    /// on the device: a scalar, or with seeds ([`RunLog::with_seeds`]) a value per seed, `[seeds]`
     OnDevice(&'a Tensor),
+    /// a value per seed on the host (with seeds)
+    OnHostEach(&'a [f64]),
     /// a column this run does not have (`debug/adaptive_kl` without `--adaptive-lr`): not written
     Off,
 }
@@ -29,7 +32,8 @@ impl Logged<'_> {
     pub fn value(&self) -> f64 {
         match self {
             Logged::OnHost(x) => *x,
-            Logged::OnDevice(t) => t.double_value(&[]),
+            Logged::OnDevice(t) => t.reshape([-1]).double_value(&[0]), // the first seed's, with seeds
+            Logged::OnHostEach(xs) => xs.first().copied().unwrap_or(f64::NAN),
             Logged::Off => f64::NAN,
         }
     }
@@ -81,6 +85,9 @@ pub struct RunLog {
     num_iterations: usize,
     /// the last update's iteration, global_step and learning rate, for the checkpoint after it
     last: (usize, u64, f64),
+    /// with seeds ([`RunLog::with_seeds`]): each seed's TensorBoard events, and its envs' count
+    seeds: Vec<SeedEvents>,
+    envs_per_seed: usize,
     /// when this process started, and at which iteration: the time left is estimated from the pace since
     resumed: (Instant, usize),
 }
@@ -168,7 +175,21 @@ impl RunLog {
             num_iterations: start.num_iterations,
             last: (start.iteration, start.global_step, f64::NAN),
             resumed: (Instant::now(), start.iteration),
+            seeds: Vec::new(),
+            envs_per_seed: 0,
         })
+    }
+
+    /// A log of several seeds trained in one process, `envs_per_seed` envs each (seed k's are envs
+    /// `k * envs_per_seed ..`): updates.csv has a row per seed per update and episodes.csv a fourth
+    /// column, both with the column `seed`; each seed's TensorBoard events are in `seed_<seed>/` (with
+    /// `--resume`, written anew from the CSVs), so that TensorBoard shows each seed as a run.
+    pub fn with_seeds(mut self, seeds: &[u64], envs_per_seed: usize) -> RunLog {
+        self.process_column = Some("seed");
+        self.envs_per_seed = envs_per_seed;
+        let events = seeds.iter().map(|&seed| SeedEvents::open(&self.dir, seed)).collect::<std::io::Result<_>>();
+        self.seeds = events.unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", self.dir.display())));
+        self
     }
 
     /// A log of the episodes of `ranks` processes (a data-parallel run): episodes.csv gets a fourth
@@ -187,25 +208,38 @@ impl RunLog {
         self
     }
 
-    /// The episodes that ended at this step: CleanRL's `charts/episodic_return` and `episodic_length`.
+    /// The episodes that ended at this step: CleanRL's `charts/episodic_return` and `episodic_length`
+    /// (with seeds, each in its seed's row and events).
     pub fn episodes(&mut self, global_step: u64, finished: &[envs::FinishedEpisode]) {
         for ep in finished {
-            self.episode_of_rank(0, global_step, ep.r, ep.l);
+            match self.envs_per_seed {
+                0 => self.episode_of_rank(0, global_step, ep.r, ep.l),
+                n => self.episode_in(Some(ep.env / n), self.seeds[ep.env / n].seed as usize, global_step, ep.r, ep.l),
+            }
         }
     }
 
     /// One episode of process `rank` (in a data-parallel run, one process logs them all).
     pub fn episode_of_rank(&mut self, rank: usize, global_step: u64, r: f64, l: u64) {
+        self.episode_in(None, rank, global_step, r, l);
+    }
+
+    /// One episode, `process` in the process column (if any), in seed `seed`'s events (with seeds).
+    fn episode_in(&mut self, seed: Option<usize>, process: usize, global_step: u64, r: f64, l: u64) {
         self.episodes_header();
         let mut record = vec![global_step.to_string(), r.to_string(), l.to_string()];
         if self.process_column.is_some() {
-            record.push(rank.to_string());
+            record.push(process.to_string());
         }
         // a failed write surfaces at the next update's flush
         let _ = self.episodes.write_record(&record);
         self.episode_rows += 1;
-        let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_return", r as f32);
-        let _ = self.tb.write_scalar(global_step as i64, "charts/episodic_length", l as f32);
+        let tb = match seed {
+            Some(k) => &mut self.seeds[k].tb,
+            None => &mut self.tb,
+        };
+        let _ = tb.write_scalar(global_step as i64, "charts/episodic_return", r as f32);
+        let _ = tb.write_scalar(global_step as i64, "charts/episodic_length", l as f32);
         self.recent.push_back(r);
         if self.recent.len() > 20 {
             self.recent.pop_front();
@@ -218,58 +252,88 @@ impl RunLog {
     /// Flushes, and shows progress. A non-finite `loss` (the last minibatch's) then ends the run,
     /// its rows kept. `env_seconds`: the time the envs took to step since the last update;
     /// `learning`: when the update (the epochs) began.
+    ///
+    /// With seeds ([`RunLog::with_seeds`]) a row per seed: a device value and `loss` hold a value per
+    /// seed (`[seeds]`), as [`Logged::OnHostEach`] does, and a host value is every seed's.
     pub fn update(&mut self, row: &[(&str, Logged)], loss: &Tensor, env_seconds: f64, learning: Instant) {
+        let n = self.seeds.len().max(1);
         let on_device = row.iter().filter_map(|(_, v)| if let Logged::OnDevice(t) = v { Some(*t) } else { None });
         let mut read = read_host(&on_device.chain([loss]).collect::<Vec<_>>()).into_iter();
-        let mut row: Vec<(&str, f64)> = row
+        let mut next = || (0..n).map(|_| read.next().unwrap_or(f64::NAN)).collect::<Vec<f64>>();
+        let columns: Vec<(&str, Vec<f64>)> = row
             .iter()
             .filter(|(_, v)| !matches!(v, Logged::Off))
-            .map(|(name, v)| (*name, if let Logged::OnHost(x) = v { *x } else { read.next().unwrap_or(f64::NAN) }))
+            .map(|(name, v)| match v {
+                Logged::OnHost(x) => (*name, vec![*x; n]),
+                Logged::OnHostEach(xs) => (*name, xs.to_vec()),
+                _ => (*name, next()),
+            })
             .collect();
-        let loss = read.next().unwrap_or(f64::NAN);
+        let losses = next();
         let (iteration_seconds, now) = (self.last_update.elapsed().as_secs_f64(), Instant::now());
         let learning_seconds = learning.elapsed().as_secs_f64();
         let checkpoint_seconds = std::mem::take(&mut self.checkpoint_seconds);
-        // CleanRL's charts/SPS: steps per second since the run started, after explained_variance
-        let global_step = row.iter().find(|(n, _)| *n == "global_step").map_or(0.0, |(_, v)| *v);
-        let sps = (global_step / self.start_time.elapsed().as_secs_f64()).floor();
-        let at = row.iter().position(|(n, _)| *n == "losses/explained_variance").map_or(row.len(), |i| i + 1);
-        row.insert(at, ("charts/SPS", sps));
-        row.push(("timing/collection_seconds", iteration_seconds - learning_seconds - checkpoint_seconds));
-        row.push(("timing/env_seconds", env_seconds));
-        row.push(("timing/learning_seconds", learning_seconds));
-        row.push(("timing/checkpoint_seconds", checkpoint_seconds));
-        self.last_update = now;
-        if let Err(e) = self.write(&row) {
-            self.fail(format!("cannot write the metrics: {e}"));
+        let mut rows = Vec::new();
+        for k in 0..n {
+            let mut row: Vec<(&str, f64)> = columns.iter().map(|(name, values)| (*name, values[k])).collect();
+            if let Some(seed) = self.seeds.get(k) {
+                let at = row.iter().position(|(n, _)| *n == "global_step").map_or(0, |i| i + 1);
+                row.insert(at, ("seed", seed.seed as f64));
+            }
+            // CleanRL's charts/SPS: steps per second since the run started, after explained_variance
+            let global_step = row.iter().find(|(n, _)| *n == "global_step").map_or(0.0, |(_, v)| *v);
+            let sps = (global_step / self.start_time.elapsed().as_secs_f64()).floor();
+            let at = row.iter().position(|(n, _)| *n == "losses/explained_variance").map_or(row.len(), |i| i + 1);
+            row.insert(at, ("charts/SPS", sps));
+            row.push(("timing/collection_seconds", iteration_seconds - learning_seconds - checkpoint_seconds));
+            row.push(("timing/env_seconds", env_seconds));
+            row.push(("timing/learning_seconds", learning_seconds));
+            row.push(("timing/checkpoint_seconds", checkpoint_seconds));
+            if let Err(e) = self.write(&row, k) {
+                self.fail(format!("cannot write the metrics: {e}"));
+            }
+            self.rows += 1;
+            rows.push(row);
         }
-        self.rows += 1;
+        self.last_update = now;
+        let row = &rows[0];
         let get = |name: &str| row.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
         self.last = (get("iteration") as usize, get("global_step") as u64, get("charts/learning_rate"));
         let iterations = self.num_iterations;
         let mean = self.recent.iter().sum::<f64>() / self.recent.len() as f64;
         let mean = if self.recent.is_empty() { "none yet".to_string() } else { format!("{mean:.1}") };
-        let msg = format!("SPS {}, return (last 20) {mean}", get("charts/SPS"));
-        stopped_at(|at| at.update = self.rows);
+        let sps = match n {
+            1 => format!("SPS {}", get("charts/SPS")),
+            n => format!("SPS {} a seed, {} in all", get("charts/SPS"), get("charts/SPS") * n as f64),
+        };
+        let msg = format!("{sps}, return (last 20) {mean}");
+        let updates = self.rows / n;
+        stopped_at(|at| at.update = updates);
         match &self.bar {
             Some(bar) => {
                 bar.set_position(get("iteration") as u64);
                 bar.set_message(msg);
             }
-            None if self.rows.is_multiple_of(iterations.div_ceil(50)) || self.rows == iterations => {
+            None if updates.is_multiple_of(iterations.div_ceil(50)) || updates == iterations => {
                 // the time left at this process's pace so far
                 let ((since, first), iteration) = (self.resumed, get("iteration"));
                 let pace = since.elapsed().as_secs_f64() / (iteration - first as f64);
                 let left = (pace * (iterations as f64 - iteration)) as u64;
                 let eta = format!("{:02}:{:02}:{:02}", left / 3600, left / 60 % 60, left % 60);
-                println!("update {}/{iterations}, global_step {}, {eta} left, {msg}", self.rows, get("global_step"));
+                println!("update {updates}/{iterations}, global_step {}, {eta} left, {msg}", get("global_step"));
             }
             None => {}
         }
-        if !loss.is_finite() {
+        if let Some(k) = losses.iter().position(|loss| !loss.is_finite()) {
+            let get = |name: &str| rows[k].iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
             let losses =
                 ["losses/policy_loss", "losses/value_loss", "losses/entropy"].map(|c| format!("{c} {}", get(c)));
-            self.fail(format!("the loss became non-finite at update {} ({})", get("iteration"), losses.join(", ")));
+            let seed = self.seeds.get(k).map_or(String::new(), |s| format!(" of seed {}", s.seed));
+            self.fail(format!(
+                "the loss{seed} became non-finite at update {} ({})",
+                get("iteration"),
+                losses.join(", ")
+            ));
         }
     }
 
@@ -283,16 +347,18 @@ impl RunLog {
         }
     }
 
-    fn write(&mut self, row: &[(&str, f64)]) -> std::io::Result<()> {
+    /// One row of updates.csv, seed `k`'s with seeds.
+    fn write(&mut self, row: &[(&str, f64)], k: usize) -> std::io::Result<()> {
         self.episodes_header();
         if self.rows == 0 {
             self.updates.write_record(row.iter().map(|(name, _)| name))?;
         }
         self.updates.write_record(row.iter().map(|(_, value)| value.to_string()))?;
         let step = row.iter().find(|(name, _)| *name == "global_step").map_or(0, |(_, v)| *v as i64);
+        let tb = self.seeds.get_mut(k).map_or(&mut self.tb, |seed| &mut seed.tb);
         for (tag, value) in row.iter().filter(|(name, _)| name.contains('/')) {
             // TensorBoard keeps f32, as CleanRL's SummaryWriter does
-            self.tb.write_scalar(step, tag, *value as f32).map_err(std::io::Error::other)?;
+            tb.write_scalar(step, tag, *value as f32).map_err(std::io::Error::other)?;
         }
         self.updates.flush()?;
         self.episodes.flush()
@@ -310,7 +376,8 @@ impl RunLog {
         }
         let write_start = Instant::now();
         // what the checkpoint vouches for reaches the disk before it: the rows and events up to its iteration
-        let synced = [self.updates.get_ref(), self.episodes.get_ref()].into_iter().chain(&self.tb_file);
+        let seeds = self.seeds.iter().filter_map(|seed| seed.file.as_ref());
+        let synced = [self.updates.get_ref(), self.episodes.get_ref()].into_iter().chain(&self.tb_file).chain(seeds);
         if let Err(e) = synced.map(std::fs::File::sync_data).collect::<std::io::Result<Vec<()>>>() {
             self.fail(format!("cannot write the metrics to disk: {e}"));
         }
@@ -326,13 +393,52 @@ impl RunLog {
 
     /// Saves the weights as `<name>.safetensors` in the run directory: written to a temporary
     /// file, then renamed, so a crash never leaves a half-written model. Fails with exit code 1.
+    /// With seeds, each seed's weights alone too, `<name>_seed<seed>.safetensors` (the seeds' first
+    /// dimension taken away: the file of a one-seed network).
     pub fn save(&self, vs: &nn::VarStore, name: &str) -> std::path::PathBuf {
         let path = self.dir.join(format!("{name}.safetensors"));
         let tmp = tmp_path(&path);
         let saved = vs.save(&tmp).and_then(|()| Ok(rename_durably(&tmp, &path)?));
         saved.unwrap_or_else(|e| fail(1, format!("cannot save {}: {e}", path.display())));
+        for (k, seed) in self.seeds.iter().enumerate() {
+            let path = self.dir.join(format!("{name}_seed{}.safetensors", seed.seed));
+            let (tmp, vars) = (tmp_path(&path), vs.variables());
+            let named: Vec<(&String, Tensor)> =
+                vars.iter().map(|(n, t)| (n, t.get(k as i64).to_device(Device::Cpu))).collect();
+            let saved = Tensor::write_safetensors(&named, &tmp).map_err(std::io::Error::other);
+            saved
+                .and_then(|()| rename_durably(&tmp, &path))
+                .unwrap_or_else(|e| fail(1, format!("cannot save {}: {e}", path.display())));
+        }
         println!("model saved to {}", path.display());
         path
+    }
+
+    /// [`RunLog::eval`] for seeds: `returns[k]`, seed k's, in eval.csv with a column `seed`.
+    pub fn eval_each(&mut self, returns: &[Vec<f64>]) {
+        let write = || -> std::io::Result<()> {
+            let (path, tmp) = (self.dir.join("eval.csv"), tmp_path(&self.dir.join("eval.csv")));
+            let mut w = csv::Writer::from_path(&tmp)?;
+            w.write_record(["episode", "eval/episodic_return", "seed"])?;
+            for (seed, returns) in self.seeds.iter().zip(returns) {
+                for (i, r) in returns.iter().enumerate() {
+                    w.write_record(&[i.to_string(), r.to_string(), seed.seed.to_string()])?;
+                }
+            }
+            w.flush()?;
+            drop(w);
+            rename_durably(&tmp, &path)
+        };
+        write().unwrap_or_else(|e| fail(1, format!("cannot write eval.csv: {e}")));
+        for (seed, returns) in self.seeds.iter_mut().zip(returns) {
+            for (i, r) in returns.iter().enumerate() {
+                let written = seed.tb.write_scalar(i as i64, "eval/episodic_return", *r as f32);
+                written.unwrap_or_else(|e| fail(1, format!("cannot write TensorBoard's events: {e}")));
+            }
+        }
+        let all: Vec<f64> = returns.concat();
+        let mean = all.iter().sum::<f64>() / all.len() as f64;
+        println!("eval: mean episodic return {mean:.1} over {} episodes of {} seeds", all.len(), returns.len());
     }
 
     /// Writes eval.csv (one row per episode, CleanRL's tag) and the same to TensorBoard (CleanRL's
@@ -378,6 +484,25 @@ impl Drop for RunLog {
             let (dir, to) = (self.dir.display(), "sends this run to Weights & Biases");
             println!("--track: `wandb sync --sync-tensorboard -p {project}{entity} {dir}` {to}");
         }
+    }
+}
+
+/// A seed's TensorBoard events, in `seed_<seed>/` of the run directory.
+struct SeedEvents {
+    seed: u64,
+    tb: tboard::EventWriter<std::fs::File>,
+    /// the events file again, for its fsync
+    file: Option<std::fs::File>,
+}
+
+impl SeedEvents {
+    /// The events of seed `seed` written anew from the run's CSVs (its rows: a new run has none).
+    fn open(dir: &std::path::Path, seed: u64) -> std::io::Result<SeedEvents> {
+        let seed_dir = dir.join(format!("seed_{seed}"));
+        std::fs::create_dir_all(&seed_dir)?;
+        let tb = checkpoint::events_anew(&seed_dir, dir, Some(seed))?;
+        let file = tb.filename().map(std::fs::File::open).transpose()?;
+        Ok(SeedEvents { seed, tb, file })
     }
 }
 

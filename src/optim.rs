@@ -17,6 +17,8 @@ pub struct FlatAdam {
     pub(crate) m: Tensor,
     pub(crate) v: Tensor,
     pub(crate) t: i32,
+    /// with seeds ([`FlatAdam::new_seeds`]): where each seed's values are, and its steps
+    pub(crate) seeds: Option<Seeds>,
     eps: f64,
 }
 
@@ -47,7 +49,32 @@ impl FlatAdam {
                 offset += numel;
             }
         });
-        FlatAdam { m: flat.zeros_like(), v: flat.zeros_like(), flat, grad, t: 0, eps }
+        let seeds = None;
+        FlatAdam { m: flat.zeros_like(), v: flat.zeros_like(), flat, grad, t: 0, seeds, eps }
+    }
+
+    /// Adam for `seeds` networks stacked in `vs`, each parameter with the seeds as its first dimension
+    /// (`[seeds, ...]`, each seed's values contiguous): [`FlatAdam::clip_grad_norm`] clips each seed's
+    /// gradient by its own norm, and [`FlatAdam::step_seeds`] moves only the seeds still stepping, each
+    /// with its own step count. `flat` is laid out as [`FlatAdam::new`] lays it out, parameter after
+    /// parameter, so that every parameter stays one contiguous block (as autograd lays out gradients).
+    pub fn new_seeds(vs: &nn::VarStore, eps: f64, seeds: usize) -> FlatAdam {
+        let mut adam = FlatAdam::new(vs, eps);
+        let (n, mut offset) = (seeds as i64, 0);
+        let (mut seed_of, mut by_seed) = (Vec::new(), vec![Vec::new(); seeds]);
+        for p in vs.trainable_variables() {
+            let per_seed = p.numel() as i64 / n;
+            for (k, rows) in by_seed.iter_mut().enumerate() {
+                rows.extend(offset + k as i64 * per_seed..offset + (k as i64 + 1) * per_seed);
+                seed_of.extend(std::iter::repeat_n(k as i64, per_seed as usize));
+            }
+            offset += per_seed * n;
+        }
+        let device = adam.flat.device();
+        let (seed_of, by_seed) = (Tensor::from_slice(&seed_of), Tensor::from_slice(&by_seed.concat()));
+        let steps = vec![0; seeds];
+        adam.seeds = Some(Seeds { seed_of: seed_of.to_device(device), by_seed: by_seed.to_device(device), steps });
+        adam
     }
 
     pub fn zero_grad(&mut self) {
@@ -55,12 +82,22 @@ impl FlatAdam {
     }
 
     /// `nn.utils.clip_grad_norm_`: scales the gradients so that their global norm is at most
-    /// `max_norm`; returns the norm before, left on the device (no sync per minibatch).
+    /// `max_norm`; returns the norm before, left on the device (no sync per minibatch). With seeds,
+    /// each seed's gradient by its own norm, returned as `[seeds]`.
     pub fn clip_grad_norm(&mut self, max_norm: f64) -> Tensor {
-        tch::no_grad(|| {
-            let norm = self.grad.norm();
-            let _ = self.grad.g_mul_(&(max_norm / (&norm + 1e-6)).clamp_max(1.0));
-            norm
+        tch::no_grad(|| match &self.seeds {
+            None => {
+                let norm = self.grad.norm();
+                let _ = self.grad.g_mul_(&(max_norm / (&norm + 1e-6)).clamp_max(1.0));
+                norm
+            }
+            Some(seeds) => {
+                let rows = self.grad.index_select(0, &seeds.by_seed).view([seeds.steps.len() as i64, -1]);
+                let norm = rows.norm_scalaropt_dim(2, [1i64].as_slice(), false);
+                let scale = (max_norm / (&norm + 1e-6)).clamp_max(1.0);
+                let _ = self.grad.g_mul_(&scale.index_select(0, &seeds.seed_of));
+                norm
+            }
         })
     }
 
@@ -78,6 +115,42 @@ impl FlatAdam {
             let _ = self.flat.g_sub_(&(&self.m / denom * (lr / bias_correction1)));
         })
     }
+
+    /// [`FlatAdam::step`] for the seeds whose `stepping` is true, each with its own step count; the
+    /// others' parameters and state stay as they are. While every seed steps at one count, it is
+    /// `step` itself.
+    pub fn step_seeds(&mut self, lr: f64, stepping: &[bool]) {
+        let Some(seeds) = &mut self.seeds else { return self.step(lr) };
+        let t = self.t;
+        if seeds.steps.iter().all(|&s| s == t) && stepping.iter().all(|&s| s) {
+            seeds.steps.iter_mut().for_each(|s| *s += 1);
+            return self.step(lr);
+        }
+        let (beta1, beta2) = (0.9f64, 0.999f64);
+        seeds.steps.iter_mut().zip(stepping).for_each(|(steps, &s)| *steps += s as i32);
+        self.t = seeds.steps.iter().copied().max().unwrap_or(0);
+        // a value per seed, then per element of the flat vector
+        let each = |xs: Vec<f32>| Tensor::from_slice(&xs).to_device(self.flat.device()).index_select(0, &seeds.seed_of);
+        let moving = each(stepping.iter().map(|&s| s as u8 as f32).collect());
+        let corrections = |beta: f64| each(seeds.steps.iter().map(|&t| (1.0 - beta.powi(t.max(1))) as f32).collect());
+        let (bias_correction1, bias_correction2) = (corrections(beta1), corrections(beta2));
+        tch::no_grad(|| {
+            let _ = self.m.g_add_(&((&self.grad - &self.m) * (1.0 - beta1) * &moving));
+            let _ = self.v.g_add_(&((self.grad.square() - &self.v) * (1.0 - beta2) * &moving));
+            let denom = self.v.sqrt() / bias_correction2.sqrt() + self.eps;
+            let _ = self.flat.g_sub_(&(&self.m / denom * (lr * moving / bias_correction1)));
+        })
+    }
+}
+
+/// Seeds stacked in one network ([`FlatAdam::new_seeds`]).
+pub(crate) struct Seeds {
+    /// the seed of each element of the flat vector
+    seed_of: Tensor,
+    /// the flat vector's elements seed by seed: seed 0's, in order, then seed 1's...
+    by_seed: Tensor,
+    /// each seed's own step count (a seed can stop early)
+    pub(crate) steps: Vec<i32>,
 }
 
 /// Puts the weights of the VarStore's first LSTM (by name: `<prefix>.weight_ih_l<k>`, ...) first
@@ -146,6 +219,45 @@ mod tests {
         let _optimizer = FlatAdam::new(&vs, 1e-5);
         let after: Vec<usize> = vs.trainable_variables().iter().map(|t| t.numel()).collect();
         assert_eq!(before, after);
+    }
+
+    /// Two seeds stacked: each seed's gradient is clipped by its own norm; a step with seed 1 stopped
+    /// moves seed 0 as a one-seed FlatAdam moves it (up to the last bit: the masked step's arithmetic)
+    /// and leaves seed 1's parameters and Adam state as they were; the next step of both corrects each
+    /// with its own step count.
+    #[test]
+    fn seeds_clip_and_step_each_on_their_own() {
+        let (vs, one) = (nn::VarStore::new(Device::Cpu), nn::VarStore::new(Device::Cpu));
+        let w = vs.root().var("w", &[2, 3], nn::Init::Const(1.0));
+        let w0 = one.root().var("w", &[3], nn::Init::Const(1.0));
+        let (mut seeds, mut alone) = (FlatAdam::new_seeds(&vs, 1e-8, 2), FlatAdam::new(&one, 1e-8));
+        let grads = Tensor::from_slice(&[3f32, 4.0, 0.0, 0.3, 0.0, 0.4]).view([2, 3]);
+        let step = |seeds: &mut FlatAdam, alone: &mut FlatAdam, stepping: &[bool]| {
+            seeds.zero_grad();
+            alone.zero_grad();
+            (&w * &grads).sum(Kind::Float).backward();
+            (&w0 * grads.get(0)).sum(Kind::Float).backward();
+            let norms = Vec::<f32>::try_from(seeds.clip_grad_norm(1.0)).expect("floats");
+            let _ = alone.clip_grad_norm(1.0);
+            seeds.step_seeds(0.1, stepping);
+            alone.step(0.1);
+            norms
+        };
+        let norms = step(&mut seeds, &mut alone, &[true, false]);
+        assert!((norms[0] - 5.0).abs() < 1e-5 && (norms[1] - 0.5).abs() < 1e-6, "{norms:?}");
+        let row = |t: &Tensor, k: i64| Vec::<f32>::try_from(t.view([2, 3]).get(k)).expect("floats");
+        let near = |a: Vec<f32>, b: &Tensor| {
+            a.iter().zip(Vec::<f32>::try_from(b).expect("floats")).all(|(a, b)| (a - b).abs() < 1e-6)
+        };
+        assert!(near(row(&seeds.flat, 0), &alone.flat), "{:?} vs {alone:?}", row(&seeds.flat, 0), alone = alone.flat);
+        assert_eq!(row(&seeds.flat, 1), [1.0; 3], "a stopped seed moved");
+        assert_eq!((row(&seeds.m, 1), row(&seeds.v, 1)), (vec![0.0; 3], vec![0.0; 3]), "a stopped seed's state moved");
+        assert_eq!(seeds.seeds.as_ref().map(|s| s.steps.clone()), Some(vec![1, 0]));
+        // both step now: seed 1's first step moves its unclipped (norm 0.5) gradient by lr against its sign
+        step(&mut seeds, &mut alone, &[true, true]);
+        assert!(near(row(&seeds.flat, 0), &alone.flat));
+        let moved: Vec<f32> = row(&seeds.flat, 1).iter().map(|x| x - 1.0).collect();
+        assert!(moved.iter().zip([-0.1f32, 0.0, -0.1]).all(|(a, b)| (a - b).abs() < 1e-6), "{moved:?}");
     }
 
     /// One step of FlatAdam equals torch.optim.Adam's first step on a hand example: every parameter

@@ -179,6 +179,7 @@ fn help_names_only_flags_the_binary_takes() {
             ("ppo_lstm_workers", env!("CARGO_BIN_EXE_ppo_lstm_workers")),
             ("ppo_multilevel", env!("CARGO_BIN_EXE_ppo_multilevel")),
             ("ppo_noisy", env!("CARGO_BIN_EXE_ppo_noisy")),
+            ("ppo_seeds", env!("CARGO_BIN_EXE_ppo_seeds")),
         ],
     ]
     .concat();

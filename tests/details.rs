@@ -101,6 +101,18 @@ const NOISY: &[&str] = &[
     "evaluation plays the mean weights (no noise)",
 ];
 
+/// Many seeds in one process, as purejaxrl's `jax.vmap(train)` over seeds (issue 58), numbered here.
+const SEEDS: &[&str] = &[
+    "each seed's networks initialised as `ppo --seed k` initialises its own, stacked ([seeds, out, in]), one \
+        batched matrix product per layer for all seeds",
+    "the envs of all seeds in one vector, seed k's env e seeded as `ppo --seed k`'s env e; global_step counts each \
+        seed's own steps",
+    "each seed's own update: its minibatch permutation, advantage normalization, loss mean (the loss a sum over \
+        seeds), gradient norm, Adam state and step count, target-KL stop (a stopped seed's weights and state stay)",
+    "each seed logged as `ppo --seed k` logs itself: a row per seed in updates.csv, a seed column in \
+        episodes.csv, TensorBoard events per seed, each seed's model alone and its evaluation",
+];
+
 /// miniDRL's design (its document's "Distributed Architecture" and "Implementation details"), numbered here.
 const WORKERS: &[&str] = &[
     "one learner and N rollout workers, synchronous: the learner waits for every worker's batch, each worker for \
@@ -117,8 +129,8 @@ const WORKERS: &[&str] = &[
 
 const MULTILEVEL: &str = "Multilevel";
 const MULTILEVEL_FILE: &str = "src/bin/ppo_multilevel.rs";
-const CATEGORIES: [&str; 10] =
-    ["Core", "Atari", "Continuous", "LSTM", "MultiDiscrete", "Aux", "Extra", "Workers", "Noisy", MULTILEVEL];
+const CATEGORIES: [&str; 11] =
+    ["Core", "Atari", "Continuous", "LSTM", "MultiDiscrete", "Aux", "Extra", "Workers", "Noisy", "Seeds", MULTILEVEL];
 
 /// Ranges of details: (category, first, last).
 type Ranges = &'static [(&'static str, u32, u32)];
@@ -134,6 +146,7 @@ const OWN: &[(&str, Ranges)] = &[
     ("ppo_atari_multigpu", &[("Aux", 2, 2)]),
     ("ppo_lstm_workers", &[("Workers", 1, 8)]),
     ("ppo_noisy", &[("Noisy", 1, 4), ("Extra", 1, 1)]),
+    ("ppo_seeds", &[("Seeds", 1, 4)]),
 ];
 
 /// Categories a variant does not inherit from its ancestors, and why.
@@ -159,7 +172,9 @@ fn family_order() -> Vec<String> {
 /// (`//!   N. name`, continuation lines indented) in the header of `src/bin/ppo_multilevel.rs`.
 fn catalogue() -> BTreeMap<Detail, String> {
     let mut all = BTreeMap::new();
-    for (cat, names) in ARTICLE.iter().chain([&("Extra", EXTRA), &("Workers", WORKERS), &("Noisy", NOISY)]) {
+    for (cat, names) in
+        ARTICLE.iter().chain([&("Extra", EXTRA), &("Workers", WORKERS), &("Noisy", NOISY), &("Seeds", SEEDS)])
+    {
         for (i, name) in names.iter().enumerate() {
             all.insert((*cat, i as u32 + 1), name.to_string());
         }

@@ -26,6 +26,7 @@ fn family_tree_is_the_documented_one() {
         ("ppo_lstm", "ppo_lstm_workers"),
         ("ppo", "ppo_continuous"),
         ("ppo", "ppo_noisy"),
+        ("ppo", "ppo_seeds"),
         ("ppo_continuous", "ppo_multilevel"),
     ];
     let got = common::family();

@@ -38,6 +38,7 @@ const FAMILIES: [Family; 7] = [CLASSIC_DISCRETE, CLASSIC_CONTINUOUS, MUJOCO, RES
 const BINARIES: &[(&str, &[Family])] = &[
     ("ppo", &[CLASSIC_DISCRETE]),
     ("ppo_noisy", &[CLASSIC_DISCRETE]),
+    ("ppo_seeds", &[CLASSIC_DISCRETE]),
     ("ppo_atari", &[ATARI]),
     ("ppo_atari_multigpu", &[ATARI]),
     ("ppo_continuous", &[CLASSIC_CONTINUOUS, MUJOCO, RESSIM]),

@@ -106,7 +106,12 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
 
     /// Resets every env; with a seed, env `i` is seeded with `seed + i` (as gymnasium does).
     pub fn reset(&mut self, seed: Option<u64>) {
-        self.run(|i, env, obs, _, _| env.reset(seed.map(|s| s + i as u64), obs));
+        self.reset_each(|i| seed.map(|s| s + i as u64));
+    }
+
+    /// Resets every env, env `i` with the seed `seed(i)` (none: it goes on from its own generator).
+    pub fn reset_each(&mut self, seed: impl Fn(usize) -> Option<u64> + Sync) {
+        self.run(|i, env, obs, _, _| env.reset(seed(i), obs));
         self.read_masks();
     }
 

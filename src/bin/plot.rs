@@ -76,11 +76,12 @@ fn open_table(path: &Path) -> Result<(csv::Reader<std::fs::File>, Columns), Stri
 
 /// For each update of a run: its global step and the seconds of collection and learning up to
 /// its end (from updates.csv).
-fn read_elapsed(dir: &Path) -> Result<Vec<(f64, f64)>, String> {
+fn read_elapsed(dir: &Path, seed: Option<f64>) -> Result<Vec<(f64, f64)>, String> {
     let path = dir.join("updates.csv");
     let (mut reader, col) = open_table(&path)?;
     let (step, collect, learn) =
         (col("global_step")?, col("timing/collection_seconds")?, col("timing/learning_seconds")?);
+    let seed_column = seed.map(|_| col("seed")).transpose()?;
     let mut elapsed = 0.0;
     let mut out = Vec::new();
     for record in reader.records() {
@@ -88,6 +89,11 @@ fn read_elapsed(dir: &Path) -> Result<Vec<(f64, f64)>, String> {
         let num = |i: usize| {
             record.get(i).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| format!("{}: bad row", path.display()))
         };
+        if let Some(i) = seed_column {
+            if Some(num(i)?) != seed {
+                continue;
+            }
+        }
         elapsed += num(collect)? + num(learn)?;
         out.push((num(step)?, elapsed));
     }
@@ -103,10 +109,11 @@ struct Curve {
     steps: f64,
 }
 
-/// The (x, y) pairs of two named columns of a CSV file, one per row.
-fn read_xy(path: &Path, x: &str, y: &str) -> Result<Vec<(f64, f64)>, String> {
+/// The (x, y) pairs of two named columns of a CSV file, one per row (with `seed`, the rows of that
+/// seed: a run of several seeds, `ppo_seeds`'s, has a column `seed`).
+fn read_xy(path: &Path, x: &str, y: &str, seed: Option<f64>) -> Result<Vec<(f64, f64)>, String> {
     let (mut reader, col) = open_table(path)?;
-    let (x, y) = (col(x)?, col(y)?);
+    let (x, y, seed_column) = (col(x)?, col(y)?, seed.map(|_| col("seed")).transpose()?);
     let mut out = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|e| format!("{}: {e}", path.display()))?;
@@ -116,30 +123,58 @@ fn read_xy(path: &Path, x: &str, y: &str) -> Result<Vec<(f64, f64)>, String> {
                 .and_then(|s| s.parse::<f64>().ok())
                 .ok_or_else(|| format!("{}: bad row {record:?}", path.display()))
         };
+        if let Some(i) = seed_column {
+            if Some(num(i)?) != seed {
+                continue;
+            }
+        }
         out.push((num(x)?, num(y)?));
     }
     Ok(out)
 }
 
-fn read_run(dir: &Path, window: usize, x_axis: XAxis, metric: Option<&str>) -> Result<Curve, String> {
+/// The seeds of a run of several (the values of updates.csv's column `seed`, in order), or `[None]`.
+fn seeds_of(dir: &Path) -> Result<Vec<Option<f64>>, String> {
+    let path = dir.join("updates.csv");
+    let Ok((_, col)) = open_table(&path) else { return Ok(vec![None]) }; // read_run says what is wrong
+    if col("seed").is_err() {
+        return Ok(vec![None]);
+    }
+    let mut seeds: Vec<Option<f64>> = Vec::new();
+    for (_, seed) in read_xy(&path, "seed", "seed", None)? {
+        if !seeds.contains(&Some(seed)) {
+            seeds.push(Some(seed));
+        }
+    }
+    Ok(seeds)
+}
+
+/// One run's curve, or with `seed` one seed's of a run of several.
+fn read_run(
+    dir: &Path,
+    seed: Option<f64>,
+    window: usize,
+    x_axis: XAxis,
+    metric: Option<&str>,
+) -> Result<Curve, String> {
     let args_path = dir.join("args.json");
     let text = std::fs::read_to_string(&args_path).map_err(|e| format!("{}: {e}", args_path.display()))?;
     let args: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", args_path.display()))?;
     let field =
         |k: &str| args[k].as_str().map(String::from).ok_or_else(|| format!("{}: no '{k}'", args_path.display()));
     let mut raw = match metric {
-        Some(column) => read_xy(&dir.join("updates.csv"), "global_step", column)?,
-        None => read_xy(&dir.join("episodes.csv"), "global_step", "charts/episodic_return")?,
+        Some(column) => read_xy(&dir.join("updates.csv"), "global_step", column, seed)?,
+        None => read_xy(&dir.join("episodes.csv"), "global_step", "charts/episodic_return", seed)?,
     };
     // the run's length: its last update's global step (a run's last episode ends before it), or its
     // last episode's where updates.csv cannot be read
     let last_update =
-        read_xy(&dir.join("updates.csv"), "global_step", "global_step").ok().and_then(|u| u.last().copied());
+        read_xy(&dir.join("updates.csv"), "global_step", "global_step", seed).ok().and_then(|u| u.last().copied());
     let steps = last_update.map_or(f64::NAN, |u| u.0).max(raw.last().map_or(f64::NAN, |p| p.0));
     let mut end = steps;
     if x_axis == XAxis::Seconds {
         // an episode that ended during an update is placed at that update's end
-        let elapsed = read_elapsed(dir)?;
+        let elapsed = read_elapsed(dir, seed)?;
         for point in raw.iter_mut() {
             let i = elapsed.partition_point(|&(step, _)| step < point.0).min(elapsed.len().saturating_sub(1));
             point.0 = elapsed.get(i).map_or(f64::NAN, |e| e.1);
@@ -245,12 +280,16 @@ fn main() {
     // env id -> experiment name -> curves (one per seed)
     let mut groups: BTreeMap<String, BTreeMap<String, Vec<Curve>>> = BTreeMap::new();
     for dir in &args.runs {
-        let curve = read_run(dir, args.window, args.x_axis, args.metric.as_deref()).unwrap_or_else(|e| fail(e));
-        if curve.points.is_empty() {
-            eprintln!("skipping {}: no finished episodes", dir.display());
-            continue;
+        // a run of several seeds (ppo_seeds) is drawn as that many runs
+        for seed in seeds_of(dir).unwrap_or_else(|e| fail(e)) {
+            let curve =
+                read_run(dir, seed, args.window, args.x_axis, args.metric.as_deref()).unwrap_or_else(|e| fail(e));
+            if curve.points.is_empty() {
+                eprintln!("skipping {}: no finished episodes", dir.display());
+                continue;
+            }
+            groups.entry(curve.env_id.clone()).or_default().entry(curve.exp_name.clone()).or_default().push(curve);
         }
-        groups.entry(curve.env_id.clone()).or_default().entry(curve.exp_name.clone()).or_default().push(curve);
     }
     if groups.is_empty() {
         fail("no run with finished episodes".into());
