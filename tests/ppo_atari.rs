@@ -44,7 +44,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
             (&["--env-id", "NoSuchGameNoFrameskip-v4"], &[], "NoSuchGameNoFrameskip-v4"),
             (&["--env-id", "BasicMathNoFrameskip-v4"], &[], "unknown env id"),
             (&["--env-id", "Breakout-v5"], &[], "unknown env id"),
-            (&["--env-id", "CartPole-v1"], &[], "run it with ppo or ppo_noisy or ppo_lstm or ppo_lstm_workers;"),
+            (&["--env-id", "CartPole-v1"], &[], "ppo or ppo_noisy or ppo_seeds or ppo_lstm or ppo_lstm_workers;"),
             (&[], &[("ALE_ROM_DIR", "/nonexistent/roms")], "scripts/setup"),
             (&[], &[("ALE_ROM_DIR", "/")], "breakout.bin is missing"),
             (&["--num-envs", "3", "--num-minibatches", "4", "--num-steps", "7"], &[], "divisible"),

@@ -122,7 +122,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
             (&["--local-num-envs", "0"], &[], "'0' for '--local-num-envs"),
             (&["--num-envs", "8"], &[], "--num-envs"),
             (&["--device-ids", "x"], &[], "'x' for '--device-ids"),
-            (&["--env-id", "CartPole-v1"], &[], "run it with ppo or ppo_noisy or ppo_lstm or ppo_lstm_workers;"),
+            (&["--env-id", "CartPole-v1"], &[], "ppo or ppo_noisy or ppo_seeds or ppo_lstm or ppo_lstm_workers;"),
             (&["--local-num-envs", "3", "--num-minibatches", "4", "--num-steps", "7"], &[], "divisible"),
             (&["--total-timesteps", "100"], &[], "is below one batch"),
         ],

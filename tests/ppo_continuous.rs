@@ -187,7 +187,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
         BIN,
         &[
             (&["--env-id", "NoSuchEnv-v9"], &[], "NoSuchEnv-v9"),
-            (&["--env-id", "CartPole-v1"], &[], "run it with ppo or ppo_noisy or ppo_lstm or ppo_lstm_workers;"),
+            (&["--env-id", "CartPole-v1"], &[], "ppo or ppo_noisy or ppo_seeds or ppo_lstm or ppo_lstm_workers;"),
             (&["--num-steps", "100", "--num-minibatches", "32"], &[], "divisible"),
             (&["--adaptive-lr-rule", "rsl"], &[], "'rsl' for '--adaptive-lr-rule"),
             (&["--capture-video"], &[], "cannot draw itself"),

@@ -52,7 +52,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
     assert_bad_input(
         BIN,
         &[
-            (&["--env-id", "CartPole-v1"], &[], "run it with ppo or ppo_noisy or ppo_lstm or ppo_lstm_workers;"),
+            (&["--env-id", "CartPole-v1"], &[], "ppo or ppo_noisy or ppo_seeds or ppo_lstm or ppo_lstm_workers;"),
             (&["--env-id", "BreakoutNoFrameskip-v4"], &[], "run it with ppo_atari"),
             (&["--env-id", "NoSuchEnv-v0"], &[], "unknown env id 'NoSuchEnv-v0'"),
             (&["--invalid-action-masking", "maybe"], &[], "--invalid-action-masking"),

@@ -168,10 +168,10 @@ mod tests {
         );
         assert!(message("ppo_atari", "CartPole-v1").starts_with(
             "ppo_atari cannot run CartPole-v1 (a classic-control env with discrete actions): run it with ppo or \
-                ppo_noisy or ppo_lstm or ppo_lstm_workers; ppo_atari runs <Game>"
+                ppo_noisy or ppo_seeds or ppo_lstm or ppo_lstm_workers; ppo_atari runs <Game>"
         ));
         assert!(message("ppo_continuous", "Acrobot-v1").contains(
-            "run it with ppo or ppo_noisy or ppo_lstm or ppo_lstm_workers; ppo_continuous runs Pendulum-v1,"
+            "run it with ppo or ppo_noisy or ppo_seeds or ppo_lstm or ppo_lstm_workers; ppo_continuous runs Pendulum",
         ));
         // both binaries that run the ressim ids are named
         assert!(message("ppo", "ResSim-v1").starts_with(
