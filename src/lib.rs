@@ -137,7 +137,8 @@ pub fn var(xs: impl Iterator<Item = f64> + Clone) -> f64 {
 /// `impl Experiment for $args` for an `Args` with the fields `run` (the flattened [`RunArgs`]),
 /// `env_id` and those of [`flags::Rollout`], in the binary that calls it (its name is
 /// `env!("CARGO_BIN_NAME")` there). The defaults of `--torch-threads` and `--env-threads`: one each
-/// with `one_core`, every core for both with `all_cores`, or the pair given. `Experiment::check` runs the binary's
+/// with `one_core`, every core for both with `all_cores`, every core for libtorch and one env thread
+/// with `torch_on_all_cores`, or the pair given. `Experiment::check` runs the binary's
 /// own `check = f` (`fn(&Args) -> Result<(), String>`), if given, then `Rollout::check`.
 ///
 /// A binary whose rollout is shaped by other flags (ranks, levels) names the flags `--resume` may
@@ -179,6 +180,9 @@ macro_rules! experiment {
     };
     ($args:ty, all_cores) => {
         $crate::experiment!($args, ($crate::all_cores(), $crate::all_cores()), |_: &$args| Ok::<(), String>(()));
+    };
+    ($args:ty, torch_on_all_cores) => {
+        $crate::experiment!($args, ($crate::all_cores(), 1), |_: &$args| Ok::<(), String>(()));
     };
     ($args:ty, one_core, check = $check:expr) => {
         $crate::experiment!($args, (1, 1), $check);

@@ -61,19 +61,15 @@ impl FlatAdam {
     pub fn new_seeds(vs: &nn::VarStore, eps: f64, seeds: usize) -> FlatAdam {
         let mut adam = FlatAdam::new(vs, eps);
         let (n, mut offset) = (seeds as i64, 0);
-        let (mut seed_of, mut by_seed) = (Vec::new(), vec![Vec::new(); seeds]);
+        let (mut seed_of, mut blocks) = (Vec::new(), Vec::new());
         for p in vs.trainable_variables() {
             let per_seed = p.numel() as i64 / n;
-            for (k, rows) in by_seed.iter_mut().enumerate() {
-                rows.extend(offset + k as i64 * per_seed..offset + (k as i64 + 1) * per_seed);
-                seed_of.extend(std::iter::repeat_n(k as i64, per_seed as usize));
-            }
+            blocks.push((offset, per_seed));
+            (0..n).for_each(|k| seed_of.extend(std::iter::repeat_n(k, per_seed as usize)));
             offset += per_seed * n;
         }
-        let device = adam.flat.device();
-        let (seed_of, by_seed) = (Tensor::from_slice(&seed_of), Tensor::from_slice(&by_seed.concat()));
-        let steps = vec![0; seeds];
-        adam.seeds = Some(Seeds { seed_of: seed_of.to_device(device), by_seed: by_seed.to_device(device), steps });
+        let (seed_of, steps) = (Tensor::from_slice(&seed_of).to_device(adam.flat.device()), vec![0; seeds]);
+        adam.seeds = Some(Seeds { seed_of, blocks, steps });
         adam
     }
 
@@ -92,10 +88,23 @@ impl FlatAdam {
                 norm
             }
             Some(seeds) => {
-                let rows = self.grad.index_select(0, &seeds.by_seed).view([seeds.steps.len() as i64, -1]);
-                let norm = rows.norm_scalaropt_dim(2, [1i64].as_slice(), false);
-                let scale = (max_norm / (&norm + 1e-6)).clamp_max(1.0);
-                let _ = self.grad.g_mul_(&scale.index_select(0, &seeds.seed_of));
+                // each parameter's gradient as [seeds, its values]: one seed's norm over all of them
+                let n = seeds.steps.len() as i64;
+                let rows: Vec<Tensor> =
+                    seeds.blocks.iter().map(|&(at, len)| self.grad.narrow(0, at, len * n).view([n, len])).collect();
+                let norm = match n {
+                    1 => self.grad.norm().view([1]), // FlatAdam's own, as one seed's run without seeds takes it
+                    _ => Tensor::stack(
+                        &rows.iter().map(|r| r.square().sum_dim_intlist(1, false, Kind::Float)).collect::<Vec<_>>(),
+                        1,
+                    )
+                    .sum_dim_intlist(1, false, Kind::Float)
+                    .sqrt(),
+                };
+                let scale = (max_norm / (&norm + 1e-6)).clamp_max(1.0).view([n, 1]);
+                for mut row in rows {
+                    let _ = row.g_mul_(&scale);
+                }
                 norm
             }
         })
@@ -147,8 +156,9 @@ impl FlatAdam {
 pub(crate) struct Seeds {
     /// the seed of each element of the flat vector
     seed_of: Tensor,
-    /// the flat vector's elements seed by seed: seed 0's, in order, then seed 1's...
-    by_seed: Tensor,
+    /// each parameter's block of the flat vector: where it starts, and a seed's count of values (the
+    /// block holds seed 0's, then seed 1's...)
+    blocks: Vec<(i64, i64)>,
     /// each seed's own step count (a seed can stop early)
     pub(crate) steps: Vec<i32>,
 }

@@ -7,6 +7,8 @@ use std::path::Path;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ppo_seeds");
 const PPO: &str = env!("CARGO_BIN_EXE_ppo");
+/// One seed on `ppo`'s threads (ppo_seeds gives libtorch every core by default)
+const ONE_SEED: &[&str] = &["--num-seeds", "1", "--torch-threads", "1"];
 
 /// The rows of seed `seed` (updates.csv's or episodes.csv's), without the seed column.
 fn of_seed(table: &Table, seed: f64) -> Table {
@@ -25,8 +27,9 @@ fn metrics(r: &Run, seed: Option<f64>) -> (Table, Table) {
 }
 
 /// `--num-seeds 1` is `ppo`: the same draws, layers and update, metric for metric and episode for
-/// episode, exactly (both on this machine, docs/tests.md "What holds where"), with or without a
-/// target KL. Exact where every matrix product of the rollout reaches MKL: with 8 envs. With 4 (the
+/// episode, exactly (both on this machine, docs/tests.md "What holds where", both with one libtorch
+/// thread, `ppo`'s default), with or without a target KL. Exact where every matrix product of the
+/// rollout reaches MKL: with 8 envs. With 4 (the
 /// default), the value head's product in the rollout (4 x 64 x 1, below 400 multiply-adds) goes through
 /// ATen's own loop instead, whose last bit can differ from MKL's: the first update still agrees within
 /// 1e-5 relative, its counts exactly.
@@ -34,13 +37,13 @@ fn metrics(r: &Run, seed: Option<f64>) -> (Table, Table) {
 fn one_seed_is_ppo() {
     for extra in [&[][..], &["--target-kl", "0.005"]] {
         let args = [&["--total-timesteps", "8192", "--num-envs", "8", "--seed", "3"][..], extra].concat();
-        let (seeds, ppo) = (run(BIN, &[&args[..], &["--num-seeds", "1"]].concat()), run(PPO, &args));
+        let (seeds, ppo) = (run(BIN, &[&args[..], ONE_SEED].concat()), run(PPO, &args));
         seeds.assert_ok();
         ppo.assert_ok();
         assert_eq!(metrics(&seeds, Some(3.0)), metrics(&ppo, None), "{extra:?}");
     }
     let args = ["--total-timesteps", "512", "--seed", "3"];
-    let (seeds, ppo) = (run(BIN, &[&args[..], &["--num-seeds", "1"]].concat()), run(PPO, &args));
+    let (seeds, ppo) = (run(BIN, &[&args[..], ONE_SEED].concat()), run(PPO, &args));
     let ((a, a_episodes), (b, b_episodes)) = (metrics(seeds.assert_ok(), Some(3.0)), metrics(ppo.assert_ok(), None));
     assert_eq!((a.header.clone(), a_episodes), (b.header.clone(), b_episodes));
     for name in &a.header {
@@ -49,7 +52,8 @@ fn one_seed_is_ppo() {
     }
 }
 
-/// Seed k's networks start as `ppo --seed k`'s (every initial weight, bit for bit) and its envs as
+/// Seed k's networks start as `ppo --seed k`'s (every initial weight, bit for bit, on the same libtorch
+/// threads: with two, the orthogonal init's QR rounds its last bits otherwise) and its envs as
 /// `ppo --seed k`'s (the first observations), read from the parity trace of both binaries.
 #[test]
 fn each_seed_starts_where_ppo_with_its_seed_starts() {
@@ -61,7 +65,7 @@ fn each_seed_starts_where_ppo_with_its_seed_starts() {
         let tensors = tch::Tensor::read_safetensors(&file).expect("the trace");
         tensors.into_iter().collect::<std::collections::BTreeMap<String, tch::Tensor>>()
     };
-    let seeds = traced(BIN, &["--num-seeds", "3", "--seed", "5", "--total-timesteps", "512"]);
+    let seeds = traced(BIN, &["--num-seeds", "3", "--seed", "5", "--total-timesteps", "512", "--torch-threads", "1"]);
     for k in 0..3 {
         let seed = (5 + k).to_string();
         let ppo = traced(PPO, &["--seed", &seed, "--total-timesteps", "512"]);

@@ -199,6 +199,12 @@ fn ppo_noisy_cartpole() {
     check("ppo_noisy", env!("CARGO_BIN_EXE_ppo_noisy"), &args);
 }
 
+/// Three seeds in one process: a row per seed per update, the `seed` columns compared exactly.
+#[test]
+fn ppo_seeds_cartpole() {
+    check("ppo_seeds", env!("CARGO_BIN_EXE_ppo_seeds"), &["--num-seeds", "3", "--total-timesteps", "2048"]);
+}
+
 /// Two workers and a learner: the job's trajectory, every worker's episodes.
 #[test]
 fn ppo_lstm_workers_two_workers() {

@@ -80,8 +80,9 @@ struct Args {
 }
 
 // TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
-// whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
-ppo_details::experiment!(Args, one_core);
+// whole minibatches, one batch at least); default threads: torch_on_all_cores, every core for libtorch, 1 env
+// (Seeds 1: the seeds' products and elementwise ops are large enough to split; the envs' steps are not)
+ppo_details::experiment!(Args, torch_on_all_cores);
 
 /// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordVideo` (for env 0) and `RecordEpisodeStatistics`.
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
