@@ -13,6 +13,8 @@ use std::process::Command;
 /// Every PPO binary with short arguments that finish in seconds on the CPU.
 const BINARIES: &[(&str, &[&str])] = &[
     (env!("CARGO_BIN_EXE_ppo"), &["--total-timesteps", "512"]),
+    // one seed: its rows and evaluation are one run's (tests/ppo_seeds.rs checks several on the CPU)
+    (env!("CARGO_BIN_EXE_ppo_seeds"), &["--num-seeds", "1", "--total-timesteps", "512"]),
     (env!("CARGO_BIN_EXE_ppo_atari"), &["--total-timesteps", "1024", "--torch-threads", "2"]),
     (env!("CARGO_BIN_EXE_ppo_atari_multigpu"), &["--total-timesteps", "1024", "--torch-threads", "2"]),
     (env!("CARGO_BIN_EXE_ppo_continuous"), &["--env-id", "Pendulum-v1", "--total-timesteps", "2048"]),
