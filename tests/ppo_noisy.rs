@@ -92,23 +92,8 @@ fn save_model_evaluates_the_mean_weights() {
 /// ratio == 1 check holds.
 #[test]
 fn adaptive_lr_follows_the_reports_rule() {
-    let rule = |lr: f64, kl: f64, desired: f64| {
-        let lr = if kl < desired / 1.5 {
-            lr * 2.0
-        } else if kl > desired * 1.5 {
-            lr / 2.0
-        } else {
-            lr
-        };
-        lr.clamp(1e-5, 1e-2)
-    };
-    // hand-worked: both directions, the dead band's edges, the clamps
-    assert_eq!(rule(1e-3, 0.001, 0.01), 2e-3);
-    assert_eq!(rule(1e-3, 0.02, 0.01), 5e-4);
-    assert_eq!(rule(1e-3, 0.01 / 1.5, 0.01), 1e-3);
-    assert_eq!(rule(1e-3, 0.015, 0.01), 1e-3);
-    assert_eq!(rule(8e-3, 0.0, 0.01), 1e-2);
-    assert_eq!(rule(1.5e-5, 1.0, 0.01), 1e-5);
+    // the reference that ppo_continuous's and ppo_multilevel's `--adaptive-lr-rule tum` runs are held to too
+    let rule = |lr: f64, kl: f64, desired: f64| common::adapt_lr("tum", lr, kl, desired);
     let mut directions = std::collections::BTreeSet::new();
     for (lr, epochs) in [("1e-2", "10"), ("1e-5", "1")] {
         let args = ["--adaptive-lr", "--learning-rate", lr, "--update-epochs", epochs, "--total-timesteps", "8192"];
@@ -132,6 +117,34 @@ fn adaptive_lr_follows_the_reports_rule() {
     }
     assert!(directions.contains(&std::cmp::Ordering::Greater), "the rate never went up");
     assert!(directions.contains(&std::cmp::Ordering::Less), "the rate never went down");
+}
+
+/// The reference every binary's Extra 1 is held to (`common::adapt_lr`), on the cases `tests/unit/ppo_noisy.rs`
+/// holds ppo_noisy's own rule to: both directions, the band's edges, the bounds in the direction the rate moves,
+/// and a rate given above the bound (0.05) kept while the KL is in the band (the band table ppo_noisy had until
+/// 2026-11-28 clamped it to 1e-2 there, where ppo_continuous kept it); rsl_rl's rule on its own edges.
+#[test]
+fn the_rules_hand_worked_cases() {
+    let tum = |lr, kl| common::adapt_lr("tum", lr, kl, 0.01);
+    let cases = [
+        (1e-3, 0.001, 2e-3),
+        (1e-3, 0.02, 5e-4),
+        (1e-3, 0.01 / 1.5, 1e-3),
+        (1e-3, 0.015, 1e-3),
+        (8e-3, 0.0, 1e-2),
+        (1.5e-5, 1.0, 1e-5),
+        (0.05, 0.01, 0.05),
+        (0.05, 0.02, 0.025),
+    ];
+    for (lr, kl, want) in cases {
+        assert_eq!(tum(lr, kl), want, "tum: lr {lr}, KL {kl}");
+    }
+    let rsl = |lr, kl| common::adapt_lr("rsl-rl", lr, kl, 0.01);
+    assert_eq!(
+        (rsl(1e-3, 0.021), rsl(1e-3, 0.02), rsl(1e-3, 0.0049), rsl(1e-3, 0.0)),
+        (1e-3 / 1.5, 1e-3, 1.5e-3, 1e-3)
+    );
+    assert_eq!((rsl(0.05, 0.01), rsl(9e-3, 0.001)), (0.05, 1e-2));
 }
 
 #[test]

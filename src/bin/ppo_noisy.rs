@@ -380,10 +380,8 @@ fn main() {
         let adaptive_kl = old_log_probs.map_or(f64::NAN, |old| {
             (old.exp() * (&old - log_pi())).sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float).double_value(&[])
         });
-        // Extra 1: the report's rule, x2 when that KL < δ / 1.5, /2 when > 1.5 δ; within rsl_rl's [1e-5, 1e-2] (not
-        // the report's: a settled policy's rate would double without bound). Logged after it, as ppo_continuous does
-        let band = (adaptive_kl >= args.desired_kl / 1.5) as usize + (adaptive_kl > args.desired_kl * 1.5) as usize;
-        adapted_lr = (lr * [2.0, 1.0, 0.5][band]).clamp(1e-5, 1e-2);
+        // Extra 1: the report's rule (adapt_lr); the rate logged is the one it gives, as ppo_continuous logs it
+        adapted_lr = adapt_lr(lr, adaptive_kl, args.desired_kl);
         let lr = if args.adaptive_lr { adapted_lr } else { lr };
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
@@ -433,6 +431,20 @@ fn main() {
 }
 
 // Noisy 1's layers tested from outside the tutorial (tests/unit/ppo_noisy.rs, as this file's `tests` module)
+/// Extra 1: the next learning rate from the KL d and the desired KL δ, within [1e-5, 1e-2] (rsl_rl's bounds, not
+/// the report's: a settled policy's rate would double without bound): the TUM report's rule (3.6), / 2 when d > 1.5δ,
+/// x 2 when d < δ / 1.5, as ppo_continuous's `--adaptive-lr-rule tum` writes it.
+fn adapt_lr(lr: f64, kl: f64, desired_kl: f64) -> f64 {
+    let (down, up, factor) = (kl > 1.5 * desired_kl, kl < desired_kl / 1.5, 2.0);
+    if down {
+        (lr / factor).max(1e-5)
+    } else if up {
+        (lr * factor).min(1e-2)
+    } else {
+        lr
+    }
+}
+
 #[cfg(test)]
 #[path = "../../tests/unit/ppo_noisy.rs"]
 mod tests;

@@ -311,6 +311,11 @@ pub fn assert_video_folder(run: &Run, prefix: &str, min_bytes: usize) -> PathBuf
 /// Extra 1's rules as the tests' reference (each binary writes its own where it acts): the next learning rate
 /// from the KL and the desired KL, within [1e-5, 1e-2]. rsl_rl's: / 1.5 above twice the desired KL, x 1.5 when
 /// positive and below half of it; the TUM report's (3.6): / 2 above 1.5 x, x 2 below it / 1.5.
+///
+/// One rule for every binary that has it (ppo_noisy writes the TUM one, ppo_continuous and ppo_multilevel
+/// both): the bounds act only in the direction the rate moves, as rsl_rl's `max(1e-5, lr / 1.5)` and
+/// `min(1e-2, lr * 1.5)` do, so a rate given above 1e-2 stays while the KL is in the band
+/// ([`the_rules_hand_worked_cases`]).
 pub fn adapt_lr(rule: &str, lr: f64, kl: f64, desired_kl: f64) -> f64 {
     let (down, up, factor) = match rule {
         "tum" => (kl > 1.5 * desired_kl, kl < desired_kl / 1.5, 2.0),

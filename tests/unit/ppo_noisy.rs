@@ -52,3 +52,24 @@ fn correlation(a: &[f64], b: &[f64]) -> f64 {
     let (va, vb): (f64, f64) = (a.iter().map(|x| (x - ma).powi(2)).sum(), b.iter().map(|y| (y - mb).powi(2)).sum());
     cov / (va * vb).sqrt()
 }
+
+/// Extra 1's rule on hand-worked cases, the same that `tests/ppo_noisy.rs` holds the reference of every
+/// binary's rule to (`common::adapt_lr`, `the_rules_hand_worked_cases`): both directions, the band's edges,
+/// the bounds in the direction the rate moves, and a rate given above the bound kept while the KL is in the band.
+#[test]
+fn the_reports_rule_on_hand_worked_cases() {
+    // (learning rate, KL, the rate after) with δ = 0.01
+    let cases = [
+        (1e-3, 0.001, 2e-3),
+        (1e-3, 0.02, 5e-4),
+        (1e-3, 0.01 / 1.5, 1e-3),
+        (1e-3, 0.015, 1e-3),
+        (8e-3, 0.0, 1e-2),
+        (1.5e-5, 1.0, 1e-5),
+        (0.05, 0.01, 0.05),
+        (0.05, 0.02, 0.025),
+    ];
+    for (lr, kl, want) in cases {
+        assert_eq!(adapt_lr(lr, kl, 0.01), want, "lr {lr}, KL {kl}");
+    }
+}
