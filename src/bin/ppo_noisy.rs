@@ -75,8 +75,8 @@ struct Args {
     #[arg(long, value_parser = kl_target)]
     target_kl: Option<f64>,
     /// the networks whose linear layers are noisy: none (ppo.rs), policy, value or both (the report's four settings)
-    #[arg(long, default_value = "both", value_parser = ["none", "policy", "value", "both"])]
-    noisy: String,
+    #[arg(long, value_enum, default_value_t = Noisy::Both)]
+    noisy: Noisy,
     /// independent Gaussian noise, one draw per weight, instead of factorised noise (one per input and output)
     #[arg(long, default_value_t = false)]
     independent_noise: bool,
@@ -95,6 +95,16 @@ ppo_details::experiment!(Args, one_core);
 /// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordVideo` (for env 0) and `RecordEpisodeStatistics`.
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
     Ok(Box::new(RecordEpisodeStatistics::new(RecordVideo::new(envs::make(env_id)?, video_dir)?)))
+}
+
+/// Noisy 2: the networks whose layers are noisy (`--noisy`)
+#[derive(clap::ValueEnum, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Debug)]
+#[serde(rename_all = "lowercase")]
+enum Noisy {
+    None,
+    Policy,
+    Value,
+    Both,
 }
 
 /// Core 2: orthogonal weight init with the given gain, zero biases.
@@ -151,7 +161,8 @@ impl Layer {
     }
 }
 
-fn mlp(layers: &[Layer], x: &Tensor, noise: &Tensor) -> Tensor {
+/// An MLP's forward pass: its three layers, each under its columns of `noise`, tanh between
+fn forward(layers: &[Layer], x: &Tensor, noise: &Tensor) -> Tensor {
     layers[2].forward(&layers[1].forward(&layers[0].forward(x, noise).tanh(), noise).tanh(), noise)
 }
 
@@ -163,26 +174,27 @@ struct Agent {
 }
 
 impl Agent {
-    fn new(p: &nn::Path, obs_dim: i64, n_actions: i64, noisy: &str, independent: bool) -> Agent {
+    fn new(p: &nn::Path, obs_dim: i64, n_actions: i64, noisy: Noisy, independent: bool) -> Agent {
         // each a 64-64 tanh MLP, its last layer's size and gain apart; critic first, as CleanRL (the RNG's order).
         // Layers 0, 2, 4: nn.Sequential's indices (tanh at 1, 3): saved weights get CleanRL's names (critic.0.weight)
         let mut at = 0; // Noisy 2: the noise row's next free column (the critic's layers first, in creation order)
         let kind = if independent { Noise::Independent } else { Noise::Factorised };
-        let mut mlp = |name: &str, out_dim: i64, std: f64, net: &str| {
-            let noise = if [net, "both"].contains(&noisy) { kind } else { Noise::Off }; // Noisy 2: --noisy's networks
+        let mut mlp = |name: &str, out_dim: i64, std: f64, net: Noisy| {
+            let noise = if [net, Noisy::Both].contains(&noisy) { kind } else { Noise::Off }; // Noisy 2: --noisy's
             let mut layer = |i: i64, n, m, std| Layer::new(p / name / i, n, m, std, noise, &mut at);
             vec![layer(0, obs_dim, 64, 2f64.sqrt()), layer(2, 64, 64, 2f64.sqrt()), layer(4, 64, out_dim, std)]
         };
-        Agent { critic: mlp("critic", 1, 1.0, "value"), actor: mlp("actor", n_actions, 0.01, "policy"), noise_dim: at }
+        let (critic, actor) = (mlp("critic", 1, 1.0, Noisy::Value), mlp("actor", n_actions, 0.01, Noisy::Policy));
+        Agent { critic, actor, noise_dim: at }
     }
 
     fn get_value(&self, x: &Tensor, noise: &Tensor) -> Tensor {
-        mlp(&self.critic, x, noise)
+        forward(&self.critic, x, noise)
     }
 
     /// torch's Categorical(logits) written out; samples an action when none is given: (action, logprob, entropy, value)
     fn get_action_and_value(&self, x: &Tensor, noise: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
-        let logits = mlp(&self.actor, x, noise);
+        let logits = forward(&self.actor, x, noise);
         let log_probs = logits.log_softmax(-1, Kind::Float);
         let probs = log_probs.exp();
         let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
@@ -217,7 +229,7 @@ fn main() {
         (o, a) => fail(2, format!("{}: {o} observations, {a} actions; ppo needs 1-D and Discrete", args.env_id)),
     };
     let mut vs = nn::VarStore::new(device);
-    let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args.noisy, args.independent_noise);
+    let agent = Agent::new(&vs.root(), obs_dim, n_actions, args.noisy, args.independent_noise);
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
     // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
@@ -305,7 +317,7 @@ fn main() {
         let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
         let b_actions = Tensor::cat(&actions, 0);
         let b_noise = Tensor::cat(&noises, 0); // Noisy 3: each sample's noise, the one it acted under
-        let log_pi = || tch::no_grad(|| mlp(&agent.actor, &b_obs, &b_noise).log_softmax(-1, Kind::Float)); // Extra 1
+        let log_pi = || tch::no_grad(|| forward(&agent.actor, &b_obs, &b_noise).log_softmax(-1, Kind::Float)); // Extra 1
         let old_log_probs = args.adaptive_lr.then(log_pi);
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
         let b_returns = Tensor::from_slice(&returns).to_device(device);
@@ -417,13 +429,14 @@ fn main() {
 
     if args.run.save_model {
         // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
-        let mean = Tensor::zeros([1, agent.noise_dim], (Kind::Float, device)); // Noisy 4: the mean weights
+        // Noisy 4: a row of zero noise: every layer's weights are its μ, the mean weights
+        let no_noise = Tensor::zeros([1, agent.noise_dim], (Kind::Float, device));
         let model_path = log.save(&vs, &args.run.exp_name);
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
         let mut action = [0i64];
         log.eval(&play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
             let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-            let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs, &mean, None));
+            let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs, &no_noise, None));
             a.to_device(Device::Cpu).copy_data(&mut action, 1);
             env.step(Action::Discrete(&action));
         }));
