@@ -98,15 +98,19 @@ pub fn weights_in_sync(world: &SimpleCommunicator, flat: &Tensor) -> bool {
     min == max
 }
 
-/// Every rank's `parts` on rank 0, in rank order, each rank's list as it sent it (kinds and shapes
-/// travel with the values, in libtorch's own serialization), but for the ranks that sent none; the
-/// other ranks get none. One gather of the bytes, after one of their lengths; alone, a rank keeps its own.
-pub fn gather_tensors(world: &SimpleCommunicator, parts: &[Tensor]) -> Vec<Vec<Tensor>> {
+/// A rank's tensors by name, as [`gather_tensors`] delivers them.
+pub type Named = std::collections::BTreeMap<String, Tensor>;
+
+/// Every rank's named `parts` on rank 0, in rank order, each rank's by the names it sent them under
+/// (kinds and shapes travel with the values, in libtorch's own serialization), but for the ranks that
+/// sent none; the other ranks get none. One gather of the bytes, after one of their lengths; alone, a
+/// rank keeps its own.
+pub fn gather_tensors(world: &SimpleCommunicator, parts: &[(&str, Tensor)]) -> Vec<Named> {
     if world.size() == 1 {
-        return vec![parts.iter().map(Tensor::shallow_clone).collect()];
+        return vec![parts.iter().map(|(name, t)| (name.to_string(), t.shallow_clone())).collect()];
     }
     let mut bytes = Vec::new();
-    let named: Vec<(String, &Tensor)> = parts.iter().enumerate().map(|(i, t)| (format!("{i:04}"), t)).collect();
+    let named: Vec<(&str, &Tensor)> = parts.iter().map(|(name, t)| (*name, t)).collect();
     if !named.is_empty() {
         let saved = Tensor::save_multi_to_stream(&named, &mut bytes);
         saved.unwrap_or_else(|e| fail(1, format!("cannot serialize this rank's tensors: {e}")));
@@ -123,15 +127,14 @@ pub fn gather_tensors(world: &SimpleCommunicator, parts: &[Tensor]) -> Vec<Vec<T
     let mut all = vec![0u8; counts.iter().map(|&c| c as usize).sum()];
     let mut into = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
     mpi::request::scope(|scope| wait_idle(root.immediate_gather_varcount_into_root(scope, &bytes[..], &mut into)));
-    let load = |(d, c): (&i32, &i32)| -> Vec<Tensor> {
+    let load = |(d, c): (&i32, &i32)| -> Named {
         if *c == 0 {
-            return Vec::new();
+            return Named::new();
         }
         let stream = std::io::Cursor::new(&all[*d as usize..(*d + *c) as usize]);
-        let mut loaded =
+        let loaded =
             Tensor::load_multi_from_stream(stream).unwrap_or_else(|e| fail(1, format!("a rank's tensors: {e}")));
-        loaded.sort_by(|a, b| a.0.cmp(&b.0));
-        loaded.into_iter().map(|(_, t)| t).collect()
+        loaded.into_iter().collect()
     };
     displs.iter().zip(&counts).map(load).filter(|parts| !parts.is_empty()).collect()
 }

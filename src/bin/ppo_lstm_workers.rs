@@ -346,31 +346,39 @@ fn main() {
             let timing = Tensor::from_slice(&[worker_wait, envs.take_step_seconds()]);
             let episodes = Tensor::from_slice(&finished).view([-1, 3]);
             let (rewards, dones) = (host(&rewards), host(&dones));
-            vec![obs, actions, logprobs, values, rewards, dones, next_done, h0, c0, h, c, next_obs, episodes, timing]
+            let parts = [("obs", obs), ("actions", actions), ("logprobs", logprobs), ("values", values)];
+            let parts = parts.into_iter().chain([("rewards", rewards), ("dones", dones), ("next_done", next_done)]);
+            let parts = parts.chain([("h0", h0), ("c0", c0), ("h", h), ("c", c), ("next_obs", next_obs)]);
+            parts.chain([("episodes", episodes), ("timing", timing)]).collect::<Vec<_>>()
         });
         let waiting = std::time::Instant::now();
         let rollouts = gather_tensors(&world, &rollout.unwrap_or_default());
         hand_cpu_rng(&world, 1, 0); // Workers 7: ... and hands it back, so one worker draws what ppo_lstm draws
         let Some(log) = &mut log else { continue }; // Workers 1: a worker's update ends here: it waits for the weights
         let (learner_wait, collection_seconds) = (waiting.elapsed().as_secs_f64(), collecting.elapsed().as_secs_f64());
-        let cat = |i: usize, dim| Tensor::cat(&rollouts.iter().map(|r| r[i].shallow_clone()).collect::<Vec<_>>(), dim);
-        let [obs, actions, logprobs, values] = [0, 1, 2, 3].map(|i| cat(i, 1).to_device(device).unbind(0));
-        let [rewards, dones] = [4, 5].map(|i| Vec::<Vec<f32>>::try_from(cat(i, 1)).unwrap_or_else(|e| fail(1, e)));
-        let next_done = Vec::<f32>::try_from(cat(6, 0)).unwrap_or_else(|e| fail(1, e));
-        let lstm = |i: usize| LSTMState((cat(i, 1).to_device(device), cat(i + 1, 1).to_device(device)));
-        let (initial_lstm_state, next_lstm_state) = (lstm(7), lstm(9));
+        // Workers 6: the workers' parts side by side, by name (each worker's envs after the previous worker's)
+        let cat =
+            |name: &str, dim| Tensor::cat(&rollouts.iter().map(|r| r[name].shallow_clone()).collect::<Vec<_>>(), dim);
+        let [obs, actions, logprobs, values] =
+            ["obs", "actions", "logprobs", "values"].map(|name| cat(name, 1).to_device(device).unbind(0));
+        let host = |name| Vec::<Vec<f32>>::try_from(cat(name, 1)).unwrap_or_else(|e| fail(1, e));
+        let (rewards, dones) = (host("rewards"), host("dones"));
+        let next_done = Vec::<f32>::try_from(cat("next_done", 0)).unwrap_or_else(|e| fail(1, e));
+        let lstm = |h, c| LSTMState((cat(h, 1).to_device(device), cat(c, 1).to_device(device)));
+        let (initial_lstm_state, next_lstm_state) = (lstm("h0", "c0"), lstm("h", "c"));
         for (w, rollout) in rollouts.iter().enumerate() {
-            for ep in Vec::<Vec<f64>>::try_from(&rollout[12]).unwrap_or_else(|e| fail(1, e)) {
+            for ep in Vec::<Vec<f64>>::try_from(&rollout["episodes"]).unwrap_or_else(|e| fail(1, e)) {
                 log.episode_of_rank(w + (ranks > 1) as usize, ep[0] as u64, ep[1], ep[2] as u64);
             }
         }
-        let [workers_wait, env_seconds] = [0, 1].map(|i| cat(13, 0).view([-1, 2]).select(1, i).max().double_value(&[]));
+        let [workers_wait, env_seconds] =
+            [0, 1].map(|i| cat("timing", 0).view([-1, 2]).select(1, i).max().double_value(&[]));
         let (num_envs, batch_size) = (num_envs * workers, batch_size * workers);
         let envsperbatch = num_envs / args.num_minibatches;
         let global_step = (iteration * batch_size) as u64;
 
         // bootstrap value if not done; the values come down to the host once per rollout, for GAE
-        let next_obs = cat(11, 0).to_device(device); // Workers 6: the envs' observations after the rollout
+        let next_obs = cat("next_obs", 0).to_device(device); // Workers 6: the envs' observations after the rollout
         let next_done_t = Tensor::from_slice(&next_done).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs, &next_lstm_state, &next_done_t)));
         let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
