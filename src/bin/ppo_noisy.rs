@@ -317,9 +317,8 @@ fn main() {
         let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
         let b_actions = Tensor::cat(&actions, 0);
         let b_noise = Tensor::cat(&noises, 0); // Noisy 3: each sample's noise, the one it acted under
-        // Extra 1: the policy's log-probabilities of the batch's states, before the update and after it
         let log_pi = || tch::no_grad(|| forward(&agent.actor, &b_obs, &b_noise).log_softmax(-1, Kind::Float));
-        let old_log_probs = args.adaptive_lr.then(log_pi);
+        let old_log_probs = args.adaptive_lr.then(log_pi); // Extra 1: the policy's log-probabilities before the update
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
         let b_returns = Tensor::from_slice(&returns).to_device(device);
         let b_values = Tensor::cat(&values, 0).view([-1]);
