@@ -305,7 +305,8 @@ fn main() {
         // LSTM 5: the state before the rollout, from which the update replays the sequences
         let initial_lstm_state = LSTMState((next_lstm_state.h(), next_lstm_state.c()));
         let mut finished = Vec::new(); // this worker's episodes (global step, return, length), for the learner
-        for step in (0..num_steps).filter(|_| worker) {
+        let worker_steps = if worker { num_steps } else { 0 }; // Workers 1: the workers step the envs, the learner not
+        for step in 0..worker_steps {
             global_step += (num_envs * workers) as u64;
             let next_obs = ppo_details::upload(&envs.obs, obs_dim, agent.pixels, device); // pixels as bytes
             obs[step] = next_obs.shallow_clone();
@@ -368,7 +369,8 @@ fn main() {
         let (initial_lstm_state, next_lstm_state) = (lstm("h0", "c0"), lstm("h", "c"));
         for (w, rollout) in rollouts.iter().enumerate() {
             for ep in Vec::<Vec<f64>>::try_from(&rollout["episodes"]).unwrap_or_else(|e| fail(1, e)) {
-                log.episode_of_rank(w + (ranks > 1) as usize, ep[0] as u64, ep[1], ep[2] as u64);
+                let worker_rank = if ranks > 1 { w + 1 } else { 0 }; // Workers 4: 1 to N; 0: learner and worker
+                log.episode_of_rank(worker_rank, ep[0] as u64, ep[1], ep[2] as u64);
             }
         }
         let [workers_wait, env_seconds] =
@@ -486,7 +488,8 @@ fn main() {
         }
 
         // Workers 8: miniDRL's experience SPS and learning SPS (the update's kernels done: a GPU runs them async)
-        let learning_sps = (loss.double_value(&[]), batch_size as f64 / learning_start.elapsed().as_secs_f64()).1;
+        let _last_loss = loss.double_value(&[]); // waits for the update's kernels
+        let learning_sps = batch_size as f64 / learning_start.elapsed().as_secs_f64();
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
         let var_y = var(returns.iter().map(|&y| y as f64));
