@@ -210,3 +210,19 @@ fn plot_draws_the_scripts_tables() {
         }
     }
 }
+
+/// A run of several seeds (`ppo_seeds`) is drawn as that many runs: three seeds in one directory give the
+/// mean and band of three runs, each curve from its seed's rows alone.
+#[test]
+fn a_run_of_seeds_is_drawn_as_its_seeds() {
+    let r = common::run(env!("CARGO_BIN_EXE_ppo_seeds"), &["--num-seeds", "3", "--total-timesteps", "2048"]);
+    r.assert_ok();
+    let out = r.workdir.path().join("seeds.png");
+    let plot = std::process::Command::new(env!("CARGO_BIN_EXE_plot")).arg(r.dir()).arg("--out").arg(&out).output();
+    let plot = plot.expect("plot starts");
+    let stdout = String::from_utf8_lossy(&plot.stdout);
+    assert!(plot.status.success(), "{}", String::from_utf8_lossy(&plot.stderr));
+    assert!(stdout.contains("CartPole-v1, ppo_seeds (3 runs)"), "{stdout}");
+    assert!(stdout.contains("band: min–max over the runs"), "{stdout}");
+    assert!(std::fs::read(&out).expect("PNG written").starts_with(b"\x89PNG"));
+}
