@@ -342,6 +342,7 @@ fn main() {
             let (stack, h, c) = (|t: &[Tensor]| Tensor::stack(t, 0), next_lstm_state.h(), next_lstm_state.c());
             let host = |rows: &[Vec<f32>]| Tensor::from_slice(&rows.concat()).view([num_steps as i64, -1]);
             let (obs, actions, logprobs, values) = (stack(&obs), stack(&actions), stack(&logprobs), stack(&values));
+            let obs = if agent.pixels { obs.to_kind(Kind::Uint8) } else { obs }; // frames as bytes: 4 times fewer
             let (h0, c0, next_done) = (initial_lstm_state.h(), initial_lstm_state.c(), Tensor::from_slice(&next_done));
             let next_obs = ppo_details::upload(&envs.obs, obs_dim, agent.pixels, device);
             let timing = Tensor::from_slice(&[worker_wait, envs.take_step_seconds()]);
@@ -360,8 +361,9 @@ fn main() {
         // Workers 6: the workers' parts side by side, by name (each worker's envs after the previous worker's)
         let cat =
             |name: &str, dim| Tensor::cat(&rollouts.iter().map(|r| r[name].shallow_clone()).collect::<Vec<_>>(), dim);
-        let [obs, actions, logprobs, values] =
-            ["obs", "actions", "logprobs", "values"].map(|name| cat(name, 1).to_device(device).unbind(0));
+        let obs = cat("obs", 1).to_device(device).to_kind(Kind::Float).unbind(0); // Atari's frames f32 again
+        let [actions, logprobs, values] =
+            ["actions", "logprobs", "values"].map(|name| cat(name, 1).to_device(device).unbind(0));
         let host = |name| Vec::<Vec<f32>>::try_from(cat(name, 1)).unwrap_or_else(|e| fail(1, e));
         let (rewards, dones) = (host("rewards"), host("dones"));
         let next_done = Vec::<f32>::try_from(cat("next_done", 0)).unwrap_or_else(|e| fail(1, e));
