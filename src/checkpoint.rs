@@ -266,8 +266,8 @@ impl Start {
     /// hold every row up to the checkpoint (one line, exit code 2 otherwise). A new run's: none.
     pub(crate) fn kept_logs(&self, dir: &Path) -> std::io::Result<(Table, Table)> {
         let (iteration, global_step) = (self.iteration as f64, self.global_step as f64);
-        let updates_kept = rows_up_to(&dir.join("updates.csv"), "iteration", iteration)?;
-        let episodes_kept = rows_up_to(&dir.join("episodes.csv"), "global_step", global_step)?;
+        let updates_kept = rows_up_to(&dir.join("updates.csv"), Some(("iteration", iteration)))?;
+        let episodes_kept = rows_up_to(&dir.join("episodes.csv"), Some(("global_step", global_step)))?;
         let (updates, episodes) = (("updates.csv", &updates_kept.0), ("episodes.csv", &episodes_kept.0));
         for ((name, header), column) in
             [(updates, "iteration"), (episodes, "global_step"), (episodes, "charts/episodic_return")]
@@ -309,8 +309,7 @@ pub(crate) fn events_anew(
     logs_dir: &Path,
     seed: Option<u64>,
 ) -> std::io::Result<tboard::EventWriter<std::fs::File>> {
-    let [updates, episodes] =
-        ["updates.csv", "episodes.csv"].map(|name| rows_up_to(&logs_dir.join(name), "", f64::MAX));
+    let [updates, episodes] = ["updates.csv", "episodes.csv"].map(|name| rows_up_to(&logs_dir.join(name), None));
     events_from(events_dir, [&updates?, &episodes?], seed)
 }
 
@@ -346,17 +345,18 @@ fn events_from(
     Ok(tb)
 }
 
-/// `--resume`: a CSV file's header and its rows up to the last whose `column` is at most `limit` (a
-/// row cut short by a crash ends them); none when the file does not exist (a new run).
-fn rows_up_to(path: &Path, column: &str, limit: f64) -> std::io::Result<Table> {
+/// `--resume`: a CSV file's header and its rows (a row cut short by a crash ends them), with `limit`
+/// (column, value) up to the last whose column is at most the value; none when the file does not exist
+/// (a new run).
+fn rows_up_to(path: &Path, limit: Option<(&str, f64)>) -> std::io::Result<Table> {
     if !path.exists() {
         return Ok(Default::default());
     }
     let mut reader = csv::ReaderBuilder::new().flexible(true).from_path(path)?;
     let header = reader.headers()?.clone();
-    let i = header.iter().position(|h| h == column);
+    let column = limit.map(|(name, value)| (header.iter().position(|h| h == name).unwrap_or(0), value));
     let fits = |r: &csv::StringRecord| {
-        r.len() == header.len() && i.is_none_or(|i| r[i].parse::<f64>().is_ok_and(|x| x <= limit))
+        r.len() == header.len() && column.is_none_or(|(i, limit)| r[i].parse::<f64>().is_ok_and(|x| x <= limit))
     };
     let rows: Vec<_> = reader.records().map_while(|r| r.ok().filter(fits)).collect();
     Ok((header, rows))

@@ -126,16 +126,7 @@ fn adaptive_lr_follows_the_reports_rule() {
 #[test]
 fn the_rules_hand_worked_cases() {
     let tum = |lr, kl| common::adapt_lr("tum", lr, kl, 0.01);
-    let cases = [
-        (1e-3, 0.001, 2e-3),
-        (1e-3, 0.02, 5e-4),
-        (1e-3, 0.01 / 1.5, 1e-3),
-        (1e-3, 0.015, 1e-3),
-        (8e-3, 0.0, 1e-2),
-        (1.5e-5, 1.0, 1e-5),
-        (0.05, 0.01, 0.05),
-        (0.05, 0.02, 0.025),
-    ];
+    let cases: [(f64, f64, f64); 8] = include!("unit/adapt_lr_cases.rs");
     for (lr, kl, want) in cases {
         assert_eq!(tum(lr, kl), want, "tum: lr {lr}, KL {kl}");
     }

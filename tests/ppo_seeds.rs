@@ -146,12 +146,7 @@ fn a_resume_continues_every_seed() {
     run_in(work.path(), &["--num-seeds", "3", "--num-steps", "32", "--total-timesteps", "256"]);
     let dir = std::fs::read_dir(work.path().join("runs")).expect("runs").next().expect("a run").expect("entry").path();
     let copy = work.path().join("copy");
-    std::fs::create_dir(&copy).expect("mkdir");
-    for entry in walkdir(&dir) {
-        let to = copy.join(entry.strip_prefix(&dir).expect("inside"));
-        std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
-        std::fs::copy(&entry, to).expect("copy");
-    }
+    common::copy_dir(&dir, &copy);
     for d in [&dir, &copy] {
         run_in(work.path(), &["--resume", d.to_str().expect("utf-8"), "--total-timesteps", "512"]);
     }
@@ -184,19 +179,6 @@ fn a_resume_continues_every_seed() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--num-seeds") && stderr.trim_end().lines().count() == 1, "{stderr}");
-}
-
-fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("a directory") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            files.extend(walkdir(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }
 
 /// `--save-model`: the stacked model, and each seed's alone with `ppo`'s names and shapes (it loads

@@ -130,7 +130,7 @@ fn every_binary_resumes_from_its_checkpoint() {
         assert!(dir.join("checkpoint.safetensors").is_file(), "{}: no checkpoint after the last update", v.bin);
         let copy = tempfile::tempdir().expect("temp dir");
         let copied = copy.path().join("run");
-        copy_dir(&dir, &copied);
+        common::copy_dir(&dir, &copied);
 
         let resume = |dir: &Path| run_in(work.path(), v.bin, &["--resume", dir.to_str().expect("utf-8"), flag, four]);
         ok(&resume(&dir));
@@ -140,14 +140,6 @@ fn every_binary_resumes_from_its_checkpoint() {
         assert_ratio_one(&updates, v.bin);
         assert_eq!(metrics(&dir), metrics(&copied), "{}: two resumes from one checkpoint differ", v.bin);
         common::assert_tensorboard_matches_dir(&dir);
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("dir") {
-        let e = e.expect("entry");
-        std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
     }
 }
 
@@ -288,7 +280,7 @@ fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
     let run = run_dir(work.path());
     let variant = |name: &str, change: &dyn Fn(&Path)| {
         let dir = work.path().join(name);
-        copy_dir(&run, &dir);
+        common::copy_dir(&run, &dir);
         change(&dir);
         dir
     };
@@ -490,7 +482,7 @@ fn runs_of_an_earlier_build_resume() {
         let made = run_dir(&earlier.join(name));
         let work = tempfile::tempdir().expect("temp dir");
         let dir = work.path().join("runs").join(made.file_name().expect("a run's name"));
-        copy_dir(&made, &dir);
+        common::copy_dir(&made, &dir);
         let args: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).expect("args.json")).expect("json");
         let updates = Table::read(&dir.join("updates.csv"));

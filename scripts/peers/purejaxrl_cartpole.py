@@ -4,32 +4,14 @@ CleanRL's CartPole hyperparameters, timed: the peer `scripts/bench ppo` runs bes
     PUREJAXRL_DIR=/path/to/purejaxrl python purejaxrl_cartpole.py STEPS
 
 PUREJAXRL_DIR is a checkout of luchris429/purejaxrl (the folder holding purejaxrl/ppo.py), never
-part of this repository. Its wrappers module imports brax and navix, which CartPole does not use;
-stand-ins are registered so that the import succeeds without them. Prints the compile time and
+part of this repository, imported through purejaxrl_import.py (stand-ins for brax and navix). Prints the compile time and
 `SPS: N` for the run after compilation (jit compiles once; the run is then timed alone).
 """
-import os
 import sys
 import time
-import types
 
-
-class _Anything(types.ModuleType):
-    """A module whose every attribute is a placeholder class (brax and navix are not needed)."""
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return type(name, (), {})
-
-
-for name in ["brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training", "navix"]:
-    sys.modules.setdefault(name, _Anything(name))
-sys.modules["brax"].envs = sys.modules["brax.envs"]
-
-sys.path.insert(0, os.path.join(os.environ["PUREJAXRL_DIR"], "purejaxrl"))
-import jax  # noqa: E402
-from ppo import make_train  # noqa: E402
+import jax
+from purejaxrl_import import make_train
 
 steps = int(sys.argv[1])
 config = {  # CleanRL's ppo.py defaults for CartPole-v1, in purejaxrl's names

@@ -1,36 +1,18 @@
 """purejaxrl's PPO for N seeds at once, its headline use: `jax.jit(jax.vmap(make_train(config)))` over N
 random keys, on gymnax's CartPole-v1 with CleanRL's CartPole hyperparameters, timed: the peer that
-`scripts/bench_seeds` runs beside `ppo_seeds`.
+`scripts/bench ppo_seeds` runs beside `ppo_seeds`.
 
     PUREJAXRL_DIR=/path/to/purejaxrl python purejaxrl_seeds.py SEEDS STEPS_PER_SEED
 
 PUREJAXRL_DIR is a checkout of luchris429/purejaxrl (the folder holding purejaxrl/ppo.py), never part of
-this repository; brax and navix, which its wrappers import and CartPole does not use, get stand-ins (as in
-purejaxrl_cartpole.py). Prints the compile time, each seed's final mean return, and `SPS: N`, the aggregate
+this repository, imported through purejaxrl_import.py (stand-ins for brax and navix). Prints the compile time, each seed's final mean return, and `SPS: N`, the aggregate
 steps of all seeds per second of the run after compilation (jit compiles once; the run is timed alone).
 """
-import os
 import sys
 import time
-import types
 
-
-class _Anything(types.ModuleType):
-    """A module whose every attribute is a placeholder class (brax and navix are not needed)."""
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return type(name, (), {})
-
-
-for name in ["brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training", "navix"]:
-    sys.modules.setdefault(name, _Anything(name))
-sys.modules["brax"].envs = sys.modules["brax.envs"]
-
-sys.path.insert(0, os.path.join(os.environ["PUREJAXRL_DIR"], "purejaxrl"))
-import jax  # noqa: E402
-from ppo import make_train  # noqa: E402
+import jax
+from purejaxrl_import import make_train
 
 seeds, steps = int(sys.argv[1]), int(sys.argv[2])
 config = {  # CleanRL's ppo.py defaults for CartPole-v1, in purejaxrl's names

@@ -121,6 +121,19 @@ pub fn assert_bad_input(bin: &str, cases: &[BadInput]) {
     }
 }
 
+/// Copies the directory `from` to `to`, its subdirectories too (a run of seeds keeps each seed's events in one).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("dir") {
+        let e = e.expect("entry");
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+        }
+    }
+}
+
 /// A CSV file as its header and rows of strings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {

@@ -58,17 +58,7 @@ fn correlation(a: &[f64], b: &[f64]) -> f64 {
 /// the bounds in the direction the rate moves, and a rate given above the bound kept while the KL is in the band.
 #[test]
 fn the_reports_rule_on_hand_worked_cases() {
-    // (learning rate, KL, the rate after) with δ = 0.01
-    let cases = [
-        (1e-3, 0.001, 2e-3),
-        (1e-3, 0.02, 5e-4),
-        (1e-3, 0.01 / 1.5, 1e-3),
-        (1e-3, 0.015, 1e-3),
-        (8e-3, 0.0, 1e-2),
-        (1.5e-5, 1.0, 1e-5),
-        (0.05, 0.01, 0.05),
-        (0.05, 0.02, 0.025),
-    ];
+    let cases: [(f64, f64, f64); 8] = include!("adapt_lr_cases.rs");
     for (lr, kl, want) in cases {
         assert_eq!(adapt_lr(lr, kl, 0.01), want, "lr {lr}, KL {kl}");
     }
