@@ -64,3 +64,48 @@ impl Rollout {
         }
     }
 }
+
+/// The flags that shape a multilevel rollout, for the combinations no value parser sees (`experiment!`'s
+/// `levels` arm fills it from the fields of the same names).
+pub struct Levels<'a> {
+    /// each level's grid, coarse to fine
+    pub levels: &'a [usize],
+    /// each level's steps per env and iteration (T^l)
+    pub level_steps: &'a [usize],
+    /// each level's minibatch size (M^l)
+    pub level_minibatch_size: &'a [usize],
+    pub num_envs: usize,
+    pub norm_adv: bool,
+    /// the observation and reward normalization, whose statistics each env keeps
+    pub normalize: bool,
+}
+
+impl Levels<'_> {
+    /// One value per level for each of the three lists, grids from coarse to fine (two equal grids are allowed:
+    /// their L^l is exactly 0, a test that sync rows pair with main rows), the same whole number of minibatches
+    /// N T^l / M^l on every level (one minibatch index drives them all), minibatches of 2 or more samples for
+    /// advantage normalization, and normalization with one level only (envs of different levels would keep
+    /// different statistics).
+    pub fn check(&self) -> Result<(), String> {
+        let n_levels = self.levels.len();
+        let counts: Vec<_> =
+            self.level_steps.iter().zip(self.level_minibatch_size).map(|(t, &m)| (self.num_envs * t, m)).collect();
+        if self.level_steps.len() != n_levels || self.level_minibatch_size.len() != n_levels {
+            Err(format!(
+                "--levels, --level-steps and --level-minibatch-size need one value per level ({n_levels} levels)"
+            ))
+        } else if self.levels.windows(2).any(|w| w[0] > w[1]) {
+            Err(format!("--levels must go from coarse to fine (growing grid sizes), got {:?}", self.levels))
+        } else if counts.iter().any(|&(n, m)| !n.is_multiple_of(m) || n / m != counts[0].0 / counts[0].1) {
+            let got: Vec<_> = counts.iter().map(|(n, m)| format!("{n}/{m}")).collect();
+            Err(format!("every level needs the same whole number of minibatches N T^l / M^l, got {}", got.join(", ")))
+        } else if self.norm_adv && self.level_minibatch_size.contains(&1) {
+            Err("--norm-adv needs minibatches of 2 or more (the std of one is NaN); raise --level-minibatch-size"
+                .into())
+        } else if self.normalize && n_levels > 1 {
+            Err("--normalize works with one level only (each env would keep its own statistics)".into())
+        } else {
+            Ok(())
+        }
+    }
+}

@@ -141,8 +141,11 @@ pub fn var(xs: impl Iterator<Item = f64> + Clone) -> f64 {
 /// with `torch_on_all_cores`, or the pair given. `Experiment::check` runs the binary's
 /// own `check = f` (`fn(&Args) -> Result<(), String>`), if given, then `Rollout::check`.
 ///
-/// A binary whose rollout is shaped by other flags (ranks, levels) names the flags `--resume` may
-/// change, `resume_may_change = &["..."]`, and its whole check, if any, is its own `check = f`.
+/// A binary whose rollout is shaped by other flags (ranks) names the flags `--resume` may
+/// change, `resume_may_change = &["..."]`, and its whole check, if any, is its own `check = f`. `levels`: a
+/// multilevel rollout, its shapes checked by [`flags::Levels`] (fields `levels`, `level_steps`,
+/// `level_minibatch_size`, `num_envs`, `norm_adv`, `normalize`) and `--num-iterations` its length, which
+/// `--resume` may raise.
 /// `added_later = &[("flag", "value")]`: flags added since runs were made, with the value a run of
 /// an earlier build had in effect ([`Experiment::ADDED_LATER`]). `batch_checked_in_main`: no batch
 /// check here, for a binary whose batch depends on what only `main` knows (its workers' count).
@@ -173,6 +176,13 @@ macro_rules! experiment {
             let (num_envs, num_steps, num_minibatches) = (a.num_envs, a.num_steps, a.num_minibatches);
             let (total_timesteps, norm_adv, ranks) = (a.total_timesteps, a.norm_adv, None);
             $crate::flags::Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv, ranks }.check()
+        });
+    };
+    ($args:ty, $threads:expr, levels, added_later = $added_later:expr) => {
+        $crate::experiment!(@impl $args, $threads, &["num_iterations"], $added_later, |a: &$args| {
+            let (levels, level_steps, level_minibatch_size) = (&a.levels, &a.level_steps, &a.level_minibatch_size);
+            let (num_envs, norm_adv, normalize) = (a.num_envs, a.norm_adv, a.normalize);
+            $crate::flags::Levels { levels, level_steps, level_minibatch_size, num_envs, norm_adv, normalize }.check()
         });
     };
     ($args:ty, one_core) => {

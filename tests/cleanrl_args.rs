@@ -178,6 +178,7 @@ fn help_names_only_flags_the_binary_takes() {
         &[
             ("ppo_lstm_workers", env!("CARGO_BIN_EXE_ppo_lstm_workers")),
             ("ppo_multilevel", env!("CARGO_BIN_EXE_ppo_multilevel")),
+            ("ppo_ressim", env!("CARGO_BIN_EXE_ppo_ressim")),
             ("ppo_noisy", env!("CARGO_BIN_EXE_ppo_noisy")),
             ("ppo_seeds", env!("CARGO_BIN_EXE_ppo_seeds")),
         ],

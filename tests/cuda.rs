@@ -21,6 +21,7 @@ const BINARIES: &[(&str, &[&str])] = &[
     (env!("CARGO_BIN_EXE_ppo_lstm"), &["--env-id", "CartPoleNoVel-v1", "--total-timesteps", "1024"]),
     (env!("CARGO_BIN_EXE_ppo_lstm_workers"), &["--env-id", "CartPoleNoVel-v1", "--total-timesteps", "1024"]),
     (env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"), &["--env-id", "GridHarvest-v0", "--total-timesteps", "1024"]),
+    (env!("CARGO_BIN_EXE_ppo_ressim"), &["--env-id", "ResSim-case1", "--num-envs", "4", "--total-timesteps", "400"]),
     (
         env!("CARGO_BIN_EXE_ppo_multilevel"),
         &[

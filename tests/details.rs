@@ -15,8 +15,8 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The numbered details of "The 37 Implementation Details of PPO" (number = position), named as
-/// in the project's index of the article; its four situational details are Aux 1-4. The Multilevel
-/// details are numbered and named in the header of `src/bin/ppo_multilevel.rs` instead.
+/// in the project's index of the article; its four situational details are Aux 1-4. The variants' own
+/// details beyond the article follow (Extra, Workers, Noisy, Seeds, Ressim, Multilevel).
 const ARTICLE: &[(&str, &[&str])] = &[
     (
         "Core",
@@ -113,6 +113,15 @@ const SEEDS: &[&str] = &[
         episodes.csv, TensorBoard events per seed, each seed's model alone and its evaluation",
 ];
 
+/// The multilevel paper's single-level PPO (`ppo_ressim`), its departures from `ppo_continuous`.
+const RESSIM: &[&str] = &[
+    "the reservoir env: waterflooding on channelized permeability fields, observations and rewards scaled by the \
+        env, actions clipped to [0.001, 1], no normalization by default",
+    "the paper's network: SB3's MlpPolicy, one tanh trunk (150-100-80) shared by two linear heads, log std \
+        initialized to -2.9",
+    "the paper's early stop (SB3's): a minibatch's approx_kl above 1.5 x target_kl ends the update before its step",
+];
+
 /// miniDRL's design (its document's "Distributed Architecture" and "Implementation details"), numbered here.
 const WORKERS: &[&str] = &[
     "one learner and N rollout workers, synchronous: the learner waits for every worker's batch, each worker for \
@@ -127,10 +136,30 @@ const WORKERS: &[&str] = &[
     "miniDRL's metrics: experience SPS, learning SPS, the learner's and the workers' waits",
 ];
 
-const MULTILEVEL: &str = "Multilevel";
-const MULTILEVEL_FILE: &str = "src/bin/ppo_multilevel.rs";
-const CATEGORIES: [&str; 11] =
-    ["Core", "Atari", "Continuous", "LSTM", "MultiDiscrete", "Aux", "Extra", "Workers", "Noisy", "Seeds", MULTILEVEL];
+/// Multilevel PPO (`ppo_multilevel`), its departures from `ppo_ressim`.
+const MULTILEVEL: &[&str] = &[
+    "levels: a grid, T^l steps per env and minibatch size M^l each, coarse to fine, with the same number of \
+        minibatches on every level",
+    "per level its own envs, rollout buffer and last observation",
+    "the synchronized buffer: level l-1 put in level l's state (map_from), same action",
+    "GAE on both buffers with the fine episode boundaries",
+    "the MLMC loss: main and sync minibatches with identical indices, one optimizer step",
+    "the early stop (Ressim 3) on every level's main minibatch",
+];
+const CATEGORIES: [&str; 12] = [
+    "Core",
+    "Atari",
+    "Continuous",
+    "LSTM",
+    "MultiDiscrete",
+    "Aux",
+    "Extra",
+    "Workers",
+    "Noisy",
+    "Seeds",
+    "Ressim",
+    "Multilevel",
+];
 
 /// Ranges of details: (category, first, last).
 type Ranges = &'static [(&'static str, u32, u32)];
@@ -140,7 +169,8 @@ const OWN: &[(&str, Ranges)] = &[
     ("ppo", &[("Core", 1, 13), ("Aux", 1, 1), ("Aux", 3, 3)]),
     ("ppo_atari", &[("Atari", 1, 9)]),
     ("ppo_continuous", &[("Continuous", 1, 9), ("Extra", 1, 1)]),
-    ("ppo_multilevel", &[(MULTILEVEL, 1, 6)]),
+    ("ppo_ressim", &[("Ressim", 1, 3)]),
+    ("ppo_multilevel", &[("Multilevel", 1, 6)]),
     ("ppo_lstm", &[("LSTM", 1, 5)]),
     ("ppo_multidiscrete_mask", &[("MultiDiscrete", 1, 1), ("Aux", 4, 4)]),
     ("ppo_atari_multigpu", &[("Aux", 2, 2)]),
@@ -168,40 +198,19 @@ fn family_order() -> Vec<String> {
     order
 }
 
-/// Number → name of every detail: the article's, and the Multilevel ones from the numbered list
-/// (`//!   N. name`, continuation lines indented) in the header of `src/bin/ppo_multilevel.rs`.
+/// Number → name of every detail: the article's and the variants' own.
 fn catalogue() -> BTreeMap<Detail, String> {
     let mut all = BTreeMap::new();
-    for (cat, names) in
-        ARTICLE.iter().chain([&("Extra", EXTRA), &("Workers", WORKERS), &("Noisy", NOISY), &("Seeds", SEEDS)])
-    {
+    for (cat, names) in ARTICLE.iter().chain([
+        &("Extra", EXTRA),
+        &("Workers", WORKERS),
+        &("Noisy", NOISY),
+        &("Seeds", SEEDS),
+        &("Ressim", RESSIM),
+        &("Multilevel", MULTILEVEL),
+    ]) {
         for (i, name) in names.iter().enumerate() {
             all.insert((*cat, i as u32 + 1), name.to_string());
-        }
-    }
-    if let Ok(src) = std::fs::read_to_string(MULTILEVEL_FILE) {
-        let mut items: Vec<(u32, String)> = Vec::new();
-        for line in src.lines().take_while(|l| l.starts_with("//!")) {
-            let body = line.trim_start_matches("//!").trim();
-            let numbered = body.split_once(". ").and_then(|(n, rest)| Some((n.parse::<u32>().ok()?, rest)));
-            match (numbered, items.last_mut()) {
-                (Some((n, rest)), _) => items.push((n, rest.to_string())),
-                (None, Some(last)) if !body.is_empty() && line.starts_with("//!    ") => {
-                    last.1.push(' ');
-                    last.1.push_str(body);
-                }
-                (None, Some(_)) => break,
-                (None, None) => {}
-            }
-        }
-        let numbers: Vec<u32> = items.iter().map(|(n, _)| *n).collect();
-        assert!(
-            !items.is_empty() && numbers == (1..=items.len() as u32).collect::<Vec<_>>(),
-            "{MULTILEVEL_FILE}'s header must list the {MULTILEVEL} details as a numbered list 1, 2, ... (`//!   1. \
-                name`); found {numbers:?}"
-        );
-        for (n, name) in items {
-            all.insert((MULTILEVEL, n), name);
         }
     }
     all
@@ -277,7 +286,7 @@ fn render() -> String {
          (`// Core 7: per-minibatch advantage normalization`); here, per detail, every tagged line of\n\
          each binary. Numbers and names: the index of \"The 37 Implementation Details of PPO\" (Core,\n\
          Atari, Continuous, LSTM, MultiDiscrete; its four situational details are Aux 1–4), Extra for\n\
-         details beyond the article, and for Multilevel the header of `src/bin/ppo_multilevel.rs`.\n\
+         details beyond the article, and the variants' own (Workers, Noisy, Seeds, Ressim, Multilevel).\n\
          A table has a column for each binary with a tag of its category; an empty cell: that binary\n\
          does not implement the detail.\n\
          `tests/details.rs` also checks that each variant carries the tags of its own details and of\n\
@@ -349,7 +358,7 @@ fn tags_name_existing_details() {
     assert!(
         bad.is_empty(),
         "{}\n(the details: tests/details.rs's ARTICLE, after \"The 37 Implementation Details of PPO\", and the \
-            numbered list in {MULTILEVEL_FILE}'s header)",
+            lists after it)",
         bad.join("\n")
     );
 }

@@ -47,6 +47,7 @@ fn every_binary_has_the_preinit_array() {
         env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"),
         env!("CARGO_BIN_EXE_ppo_multilevel"),
         env!("CARGO_BIN_EXE_ppo_noisy"),
+        env!("CARGO_BIN_EXE_ppo_ressim"),
         env!("CARGO_BIN_EXE_ppo_seeds"),
     ];
     for bin in bins {

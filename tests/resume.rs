@@ -63,6 +63,11 @@ const VARIANTS: &[Variant] = &[
         ],
         length: ("--num-iterations", "2", "4"),
     },
+    Variant {
+        bin: env!("CARGO_BIN_EXE_ppo_ressim"),
+        args: &["--env-id", "ResSim-case1", "--num-envs", "10", "--num-steps", "10", "--num-minibatches", "5"],
+        length: ("--total-timesteps", "200", "400"),
+    },
 ];
 
 /// Runs `bin --cuda false ARGS` in `dir` to its end.

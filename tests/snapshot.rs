@@ -230,6 +230,12 @@ fn ppo_atari_multigpu_one_rank() {
     check("ppo_atari_multigpu", env!("CARGO_BIN_EXE_ppo_atari_multigpu"), &args);
 }
 
+#[test]
+fn ppo_ressim_ressim() {
+    let args = ["--env-id", "ResSim-case1", "--num-envs", "8", "--num-steps", "10", "--num-minibatches", "4"];
+    check("ppo_ressim", env!("CARGO_BIN_EXE_ppo_ressim"), &[&args[..], &["--total-timesteps", "240"]].concat());
+}
+
 /// 8 envs: with 10, two of the header's six kernel paths part from the others in the second update
 /// (a minibatch's KL on either side of a threshold, it seems: every count equal, the last
 /// minibatch's KL of the other sign).

@@ -42,6 +42,7 @@ const BINARIES: &[(&str, &[Family])] = &[
     ("ppo_atari", &[ATARI]),
     ("ppo_atari_multigpu", &[ATARI]),
     ("ppo_continuous", &[CLASSIC_CONTINUOUS, MUJOCO, RESSIM]),
+    ("ppo_ressim", &[RESSIM]),
     ("ppo_multilevel", &[RESSIM]),
     ("ppo_lstm", &[ATARI, CLASSIC_DISCRETE]),
     ("ppo_lstm_workers", &[ATARI, CLASSIC_DISCRETE]),
@@ -175,7 +176,8 @@ mod tests {
         ));
         // both binaries that run the ressim ids are named
         assert!(message("ppo", "ResSim-v1").starts_with(
-            "ppo cannot run ResSim-v1 (a reservoir simulation): run it with ppo_continuous or ppo_multilevel;"
+            "ppo cannot run ResSim-v1 (a reservoir simulation): run it with ppo_continuous or ppo_ressim or \
+             ppo_multilevel;"
         ));
         assert_eq!(
             message("ppo_multilevel", "HalfCheetah-v4"),

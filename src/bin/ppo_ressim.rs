@@ -1,0 +1,523 @@
+//! # ppo_ressim: the multilevel paper's single-level PPO on the reservoir env, a diff of `ppo_continuous.rs`
+//!
+//! Dixit & Elsheikh's baseline: `ppo_continuous.rs` with their env, network and SB3's early stop (`// Ressim N: ...`)
+//! and their settings as defaults (docs/ppo_multilevel.md); `ppo_multilevel` is this file plus the multilevel loss.
+//! Run: `cargo run --release --bin ppo_ressim -- --seed 1`; writes `runs/<run-name>/` (returns: recovery factors).
+//! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
+
+use clap::Parser;
+use envs::{Action, Env, RecordEpisodeStatistics, RunningMeanStd, Space, VecEnv};
+use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
+use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
+use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
+
+#[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
+#[command(about = "Single-level PPO on the ressim waterflooding env (Dixit & Elsheikh), after ppo_continuous")]
+struct Args {
+    // the experiment's flags (seed, cuda, threads, checkpoints), the same in every binary: RunArgs
+    #[command(flatten)]
+    #[serde(flatten)]
+    run: RunArgs,
+    /// Ressim 1: the reservoir (ResSim-v1: the paper's 128x128; ResSim-case1: the reference's 61x61 test case)
+    #[arg(long, default_value = "ResSim-v1")]
+    env_id: String,
+    /// Ressim 1: your own reservoir: a CSV file of the fine grid's log-permeability (one line per grid row,
+    /// injectors in column 0; one value per column, ln of the permeability in mD; `#` comments
+    /// allowed), used instead of the built-in fields
+    #[arg(long, conflicts_with = "perm_seed")]
+    perm_file: Option<std::path::PathBuf>,
+    /// Ressim 1: seed of the generator of the 16 channelized permeability fields (1: the built-in fields, the paper's)
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32))]
+    perm_seed: u32,
+    /// total timesteps of the experiment
+    #[arg(long, default_value_t = 750_000, value_parser = clap::value_parser!(u64).range(1..))]
+    total_timesteps: u64,
+    /// the learning rate of the optimizer
+    #[arg(long, default_value_t = 1e-5, value_parser = positive)]
+    learning_rate: f64,
+    /// the number of parallel game environments
+    #[arg(long, default_value_t = 50, value_parser = at_least_one)]
+    num_envs: usize,
+    /// the number of steps to run in each environment per policy rollout
+    #[arg(long, default_value_t = 50, value_parser = at_least_one)]
+    num_steps: usize,
+    /// anneal the learning rate linearly to 0 over the run (--adaptive-lr sets the rate itself instead)
+    #[arg(long, default_value_t = false)]
+    anneal_lr: bool,
+    /// adapt the learning rate to the policy's KL after every minibatch instead of annealing it
+    /// (rsl_rl's rule: / 1.5 above 2 x --desired-kl, x 1.5 below half of it; within [1e-5, 1e-2])
+    #[arg(long, default_value_t = false)]
+    adaptive_lr: bool,
+    /// the KL between the rollout's policy and the current one that --adaptive-lr aims at
+    #[arg(long, default_value_t = 0.01, value_parser = positive)]
+    desired_kl: f64,
+    /// --adaptive-lr's rule: rsl-rl's, or the TUM report's (3.6: / 2 above 1.5 x --desired-kl, x 2 below it / 1.5)
+    #[arg(long, default_value = "rsl-rl", value_parser = ["rsl-rl", "tum"])]
+    adaptive_lr_rule: String,
+    /// the discount factor gamma
+    #[arg(long, default_value_t = 0.99, value_parser = unit_interval)]
+    gamma: f64,
+    /// the lambda for the general advantage estimation
+    #[arg(long, default_value_t = 0.95, value_parser = unit_interval)]
+    gae_lambda: f64,
+    /// the number of mini-batches
+    #[arg(long, default_value_t = 10, value_parser = at_least_one)]
+    num_minibatches: usize,
+    /// the K epochs to update the policy
+    #[arg(long, default_value_t = 20, value_parser = at_least_one)]
+    update_epochs: usize,
+    /// normalize the advantages per minibatch
+    #[arg(long, default_value_t = true)]
+    norm_adv: bool,
+    /// the surrogate clipping coefficient
+    #[arg(long, default_value_t = 0.1, value_parser = positive)]
+    clip_coef: f64,
+    /// anneal the clip coefficient (policy and value clipping) linearly to 0 over the run
+    #[arg(long, default_value_t = false)]
+    anneal_clip: bool,
+    /// use a clipped loss for the value function, as in the paper
+    #[arg(long, default_value_t = false)]
+    clip_vloss: bool,
+    /// coefficient of the entropy bonus
+    #[arg(long, default_value_t = 0.001, value_parser = finite)]
+    ent_coef: f64,
+    /// coefficient of the value function loss
+    #[arg(long, default_value_t = 1.0, value_parser = finite)]
+    vf_coef: f64,
+    /// the maximum norm for the gradient clipping
+    #[arg(long, default_value_t = 0.5, value_parser = positive)]
+    max_grad_norm: f64,
+    /// the target KL divergence threshold (inf: off), checked as --kl-rule says
+    #[arg(long, default_value = "0.05", value_parser = kl_target)]
+    target_kl: Option<f64>,
+    /// Ressim 3: sb3 (the paper's): stop the update at once when a minibatch's approx_kl is above 1.5 x --target-kl,
+    /// before its step; cleanrl: after an epoch whose last minibatch's approx_kl is above --target-kl
+    #[arg(long, value_enum, default_value_t = KlRule::Sb3)]
+    kl_rule: KlRule,
+    /// bootstrap the value at time-limit truncations instead of treating them as terminations (not in CleanRL)
+    #[arg(long, default_value_t = false)]
+    bootstrap_truncation: bool,
+    /// Ressim 2: hidden layer sizes
+    #[arg(long, value_delimiter = ',', default_value = "150,100,80")]
+    #[arg(value_parser = clap::value_parser!(i64).range(1..))]
+    hidden_sizes: Vec<i64>,
+    /// Ressim 2: one tanh trunk shared by policy and value (SB3's MlpPolicy); false: two separate MLPs
+    #[arg(long, default_value_t = true)]
+    shared_trunk: bool,
+    /// Ressim 2: initial log standard deviation of the actions
+    #[arg(long, default_value_t = -2.9, value_parser = finite)]
+    log_std_init: f64,
+    /// ppo_continuous's observation and reward normalization (off: the env scales its own)
+    #[arg(long, default_value_t = false)]
+    normalize: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum KlRule {
+    Sb3,
+    Cleanrl,
+}
+
+// TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
+// whole minibatches, one batch at least); default threads: 1 for libtorch, every core for simulating
+ppo_details::experiment!(Args, (1, ppo_details::all_cores()), |_: &Args| Ok::<(), String>(()));
+
+/// CleanRL's `make_env` (ours are flat: no FlattenObservation), with the running statistics the checkpoints keep.
+type EnvAndStats = Result<(Box<dyn Env<Obs = f32>>, Vec<envs::SharedRms>), envs::EnvError>;
+fn make_env(args: &Args, rms: Option<RunningMeanStd>) -> EnvAndStats {
+    let fields = match &args.perm_file {
+        Some(path) => envs::ressim::Fields::File(path.clone()),
+        None => envs::ressim::Fields::Generated { n: 16, seed: args.perm_seed },
+    };
+    let env = RecordEpisodeStatistics::new(envs::ressim::make_with(&args.env_id, &fields, None)?);
+    // Continuous 5: clip actions to the valid range for the env
+    let env = envs::ClipAction::new(env);
+    if !args.normalize {
+        // Ressim 1: the env scales its observations (saturations in [0, 1], pressures to [−1, 1]), rewards are
+        // recovery fractions: by default only the actions are clipped (to [0.001, 1], as SB3 does)
+        return Ok((Box::new(env), Vec::new()));
+    }
+    let env = envs::NormalizeObservation::new(env).frozen_with(rms); // Continuous 6: observation normalization
+    let stats = env.stats();
+    // Continuous 7: observation clipping (±10)
+    let env = envs::TransformObservation::new(env, |o: &mut [f32]| o.iter_mut().for_each(|x| *x = x.clamp(-10., 10.)));
+    // Continuous 8: reward scaling (divide by std of discounted return)
+    let env = envs::NormalizeReward::new(env, args.gamma);
+    let stats = vec![stats, env.stats()];
+    let env = envs::TransformReward::new(env, |r: f64| r.clamp(-10.0, 10.0)); // Continuous 9: reward clipping (±10)
+    Ok((Box::new(env), stats))
+}
+
+/// Core 2: orthogonal weight init with the given gain, zero biases.
+fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
+    let init = nn::Init::Orthogonal { gain: std };
+    nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
+}
+
+// Core 13: separate policy and value networks
+// Continuous 4: separate policy and value MLPs (Ressim 2: by default a trunk shared by both, --shared-trunk)
+struct Agent {
+    trunk: nn::Sequential,
+    critic: nn::Sequential,
+    actor_mean: nn::Sequential,
+    actor_logstd: Tensor,
+    obs_rms: Tensor, // observation statistics (mean, var, count), saved with the weights (cleanrl#425)
+}
+
+impl Agent {
+    fn new(p: &nn::Path, obs_dim: i64, n_actions: i64, args: &Args) -> Agent {
+        // tanh layers of the given sizes, then an output layer of the given size and gain when one is given; trunk,
+        // critic, actor, as SB3 (the RNG's order). Layers 0, 2, 4, ...: nn.Sequential's indices (tanh at 1, 3, ...)
+        let mlp = |p: nn::Path, sizes: &[i64], out: Option<(i64, f64)>| {
+            let mut seq = nn::seq();
+            for (i, w) in sizes.windows(2).enumerate() {
+                seq = seq.add(layer_init(&p / (2 * i), w[0], w[1], 2f64.sqrt())).add_fn(|x| x.tanh());
+            }
+            match out {
+                Some((n, std)) => seq.add(layer_init(&p / (2 * sizes.len() - 2), sizes[sizes.len() - 1], n, std)),
+                None => seq,
+            }
+        };
+        let sizes = [&[obs_dim][..], &args.hidden_sizes].concat();
+        let (trunk, heads_in) = match args.shared_trunk {
+            // Ressim 2: SB3's MlpPolicy with net_arch [150, 100, 80]: one trunk, two linear heads
+            true => (mlp(p / "trunk", &sizes, None), vec![sizes[sizes.len() - 1]]),
+            false => (nn::seq(), sizes),
+        };
+        let (critic, actor_mean) =
+            (mlp(p / "critic", &heads_in, Some((1, 1.0))), mlp(p / "actor_mean", &heads_in, Some((n_actions, 0.01))));
+        // Continuous 2: state-independent log std (Ressim 2: initialized to --log-std-init)
+        let actor_logstd = p.var("actor_logstd", &[1, n_actions], nn::Init::Const(args.log_std_init));
+        let obs_rms = p.add("obs_rms", Tensor::zeros([2 * obs_dim + 1], (Kind::Double, p.device())), false);
+        Agent { trunk, critic, actor_mean, actor_logstd, obs_rms }
+    }
+
+    fn get_value(&self, x: &Tensor) -> Tensor {
+        self.critic.forward(&self.trunk.forward(x))
+    }
+
+    /// Extra 1: the Gaussian's means, for the KL of `--adaptive-lr`.
+    fn action_mean(&self, x: &Tensor) -> Tensor {
+        self.actor_mean.forward(&self.trunk.forward(x))
+    }
+
+    /// torch's Normal(mean, std) written out; samples an action when none is given: (action, logprob, entropy, value)
+    fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
+        let hidden = self.trunk.forward(x);
+        // Continuous 1: Normal action distribution
+        let action_mean = self.actor_mean.forward(&hidden);
+        let action_logstd = self.actor_logstd.expand_as(&action_mean);
+        let action_std = action_logstd.exp();
+        let action =
+            action.map_or_else(|| &action_mean + &action_std * action_mean.randn_like(), |a| a.shallow_clone());
+        let half_log_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
+        let log_prob = -(&action - action_mean).square() / (2f64 * action_std.square()) - &action_logstd - half_log_2pi;
+        let entropy = action_logstd + (0.5 + half_log_2pi);
+        // Continuous 3: independent action components (log-probs and entropies summed)
+        let (log_prob, entropy) =
+            (log_prob.sum_dim_intlist(1, false, Kind::Float), entropy.sum_dim_intlist(1, false, Kind::Float));
+        [action, log_prob, entropy, self.critic.forward(&hidden)]
+    }
+}
+
+fn main() {
+    // bad input (a flag out of range, flags that cannot work together): one line, exit code 2, nothing written
+    let args: Args = parse_args();
+    let (num_envs, num_steps) = (args.num_envs, args.num_steps);
+    let batch_size = num_envs * num_steps;
+    let minibatch_size = batch_size / args.num_minibatches;
+    let num_iterations = args.total_timesteps as usize / batch_size;
+    let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, ppo_details::unix_time());
+    let env_fns: Result<Vec<_>, _> = (0..args.num_envs).map(|_| make_env(&args, None)).collect();
+    let (env_fns, stats): (Vec<_>, Vec<_>) = env_fns.unwrap_or_else(|e| fail(2, e)).into_iter().unzip();
+    let stats = stats.concat(); // every env's running statistics (none without --normalize), for the checkpoints
+
+    // seeding
+    tch::manual_seed(args.run.seed as i64);
+    ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
+    let (device, device_name) = pick_device(args.run.cuda, ppo_details::Network::Mlp);
+    println!("device: {device_name}");
+
+    // env setup. Core 1: vectorized architecture
+    let mut envs = VecEnv::new(env_fns).with_threads(args.run.env_threads);
+    let (obs_dim, n_actions) = match (envs.single_observation_space(), envs.single_action_space()) {
+        (Space::Box { shape, .. }, Space::Box { shape: a, .. }) if shape.len() == 1 && a.len() == 1 => {
+            (shape[0] as i64, a[0] as i64)
+        }
+        (o, a) => fail(2, format!("{}: {o} observations, {a} actions; ppo_ressim needs 1-D Boxes", args.env_id)),
+    };
+    let mut vs = nn::VarStore::new(device);
+    let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args);
+    // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
+    let mut optimizer = FlatAdam::new(&vs, 1e-5);
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
+    // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
+    let from = Start::new(&args, num_iterations, &mut optimizer, &stats);
+    let mut log = RunLog::create(&run_name, &args, &device_name, &from);
+    let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
+
+    // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
+    let per_step = || (0..num_steps).map(|_| Tensor::new()).collect::<Vec<_>>();
+    let (mut obs, mut actions, mut logprobs, mut values) = (per_step(), per_step(), per_step(), per_step());
+    let mut mus = per_step(); // Extra 1: the rollout's action means
+    let mut rewards = vec![vec![0f32; num_envs]; num_steps];
+    let mut dones = vec![vec![0f32; num_envs]; num_steps];
+
+    // start the game (with --resume: where the checkpoint stood, in fresh episodes)
+    let mut global_step = from.global_step;
+    envs.reset(Some(from.seed));
+    let mut next_done = vec![0f32; num_envs];
+    let mut action_buf = vec![0f32; num_envs * n_actions as usize];
+    let mut lr = from.learning_rate.unwrap_or(args.learning_rate);
+
+    for iteration in from.iteration + 1..=num_iterations {
+        // Core 4: learning-rate annealing, linearly to 0 (Extra 1: --adaptive-lr carries it on instead)
+        let frac = 1.0 - (iteration as f64 - 1.0) / num_iterations as f64;
+        if !args.adaptive_lr {
+            lr = if args.anneal_lr { frac * args.learning_rate } else { args.learning_rate };
+        }
+        // Aux 1: clip-range annealing, with the same fraction
+        let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
+        let old_logstd = agent.actor_logstd.detach().copy(); // Extra 1: the rollout's log std
+
+        let (mut truncations, mut final_obs) = (Vec::new(), Vec::new()); // (step, env) and its last observation
+        for step in 0..num_steps {
+            global_step += num_envs as u64;
+            let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
+            obs[step] = next_obs.shallow_clone();
+            dones[step].copy_from_slice(&next_done);
+
+            let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
+            values[step] = value;
+            if args.adaptive_lr {
+                mus[step] = tch::no_grad(|| agent.action_mean(&next_obs));
+            }
+            // the step's one copy down: the actions, for the envs
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * n_actions as usize);
+            actions[step] = action;
+            logprobs[step] = logprob;
+
+            // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
+            // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
+            envs.step(Action::Continuous(&action_buf)); // Continuous 5: the unclipped sample is stored
+            rewards[step].copy_from_slice(&envs.rewards);
+            for e in (0..num_envs).filter(|&e| args.bootstrap_truncation && envs.truncated[e] && !envs.terminated[e]) {
+                truncations.push((step, e));
+                final_obs.extend_from_slice(&envs.final_obs[e * envs.obs_dim..][..envs.obs_dim]);
+            }
+            // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
+            for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
+                *done = (*term || *trunc) as u8 as f32;
+            }
+            log.episodes(global_step, &envs.finished);
+        }
+
+        if !truncations.is_empty() {
+            // a time limit is not a real end: add gamma * V(final observation) (cleanrl#198), valued
+            // for the whole rollout in one forward pass (the policy has not changed since)
+            let final_obs = Tensor::from_slice(&final_obs).view([truncations.len() as i64, obs_dim]).to_device(device);
+            let final_values = to_host(&tch::no_grad(|| agent.get_value(&final_obs)));
+            for (&(step, e), v) in truncations.iter().zip(final_values) {
+                rewards[step][e] += (args.gamma * v as f64) as f32;
+            }
+        }
+
+        // bootstrap value if not done; the values come down to the host once per rollout, for GAE
+        let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
+        let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
+        let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
+
+        // Core 5: GAE, as a plain loop on the host
+        let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
+        let mut advantages = vec![0f32; batch_size];
+        let mut lastgaelam = vec![0f32; num_envs];
+        for t in (0..num_steps).rev() {
+            for e in 0..num_envs {
+                let (nextnonterminal, nextvalues) = if t == num_steps - 1 {
+                    (1.0 - next_done[e], next_value[e])
+                } else {
+                    (1.0 - dones[t + 1][e], values_host[(t + 1) * num_envs + e])
+                };
+                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t * num_envs + e];
+                lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
+                advantages[t * num_envs + e] = lastgaelam[e];
+            }
+        }
+        let returns: Vec<f32> = advantages.iter().zip(&values_host).map(|(a, v)| a + v).collect();
+
+        // flatten the batch: row step * num_envs + env, as CleanRL's reshape
+        let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
+        let b_actions = Tensor::cat(&actions, 0);
+        let b_mus = if args.adaptive_lr { Tensor::cat(&mus, 0) } else { b_actions.zeros_like() }; // Extra 1
+        let b_advantages = Tensor::from_slice(&advantages).to_device(device);
+        let b_returns = Tensor::from_slice(&returns).to_device(device);
+        let b_values = Tensor::cat(&values, 0).view([-1]);
+
+        // Optimizing the policy and value network
+        let learning_start = std::time::Instant::now();
+        // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
+        let (mut pg_loss, mut v_loss, mut entropy_loss) = (Tensor::new(), Tensor::new(), Tensor::new());
+        let (mut old_approx_kl, mut approx_kl) = (Tensor::new(), Tensor::new());
+        let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::from(f32::NAN)); // NaN: Ressim 3 stopped before a step
+        let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
+        let mut adaptive_kl = f64::NAN; // Extra 1: the last KL the rule saw
+        let (mut epochs, mut optimizer_steps, mut stop) = (0, 0, false); // Ressim 3: how far the update went
+        for _epoch in 0..args.update_epochs {
+            epochs += 1;
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
+            let b_inds = trace.order(Tensor::randperm(batch_size as i64, (Kind::Int64, device)));
+            for start in (0..batch_size).step_by(minibatch_size) {
+                let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
+                let [_, newlogprob, entropy, newvalue] =
+                    agent.get_action_and_value(&b_obs.i(&mb_inds), Some(&b_actions.i(&mb_inds)));
+                let logratio = &newlogprob - b_logprobs.i(&mb_inds);
+                let ratio = logratio.exp();
+
+                // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), |ratio - 1|
+                tch::no_grad(|| {
+                    old_approx_kl = (-&logratio).mean(Kind::Float);
+                    approx_kl = ((&ratio - 1.0) - &logratio).mean(Kind::Float);
+                    ratio_devs.push((&ratio - 1.0).abs());
+                });
+
+                let mut mb_advantages = b_advantages.i(&mb_inds);
+                if args.norm_adv {
+                    // Core 7: per-minibatch advantage normalization (torch's std: unbiased, n - 1, as CleanRL's)
+                    mb_advantages =
+                        (&mb_advantages - mb_advantages.mean(Kind::Float)) / (mb_advantages.std(true) + 1e-8);
+                }
+
+                // Core 8: clipped surrogate objective
+                let pg_loss1 = -&mb_advantages * &ratio;
+                let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef);
+                pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
+
+                let newvalue = newvalue.view([-1]);
+                let mb_returns = &b_returns.i(&mb_inds);
+                v_loss = if args.clip_vloss {
+                    // Core 9: value-function loss clipping
+                    let mb_values = &b_values.i(&mb_inds);
+                    let v_loss_unclipped = (&newvalue - mb_returns).square();
+                    let v_clipped = mb_values + (&newvalue - mb_values).clamp(-clip_coef, clip_coef);
+                    let v_loss_clipped = (v_clipped - mb_returns).square();
+                    0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean(Kind::Float)
+                } else {
+                    0.5 * (&newvalue - mb_returns).square().mean(Kind::Float)
+                };
+
+                // Core 10: one loss with an entropy bonus, one optimizer
+                entropy_loss = entropy.mean(Kind::Float);
+                loss = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
+
+                // Aux 3, Ressim 3: the paper's early stop (SB3's): a minibatch with an approx_kl above 1.5 x target_kl
+                // ends the update before its step (one host read per minibatch)
+                stop = args.kl_rule == KlRule::Sb3
+                    && args.target_kl.is_some_and(|target_kl| approx_kl.double_value(&[]) > 1.5 * target_kl);
+                if stop {
+                    break;
+                }
+
+                if args.adaptive_lr {
+                    // Extra 1: KL-adaptive learning rate (rsl_rl's or the TUM report's rule), from this minibatch's KL
+                    let mu = tch::no_grad(|| agent.action_mean(&b_obs.i(&mb_inds)));
+                    adaptive_kl =
+                        gaussian_kl(&b_mus.i(&mb_inds), &old_logstd, &mu, &agent.actor_logstd).double_value(&[]);
+                    lr = adapt_lr(&args.adaptive_lr_rule, lr, adaptive_kl, args.desired_kl);
+                }
+
+                optimizer.zero_grad();
+                loss.backward();
+                // Core 11: global gradient-norm clipping
+                grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
+                optimizer.step(lr);
+                optimizer_steps += 1;
+            }
+            // Aux 3 (--kl-rule cleanrl): early stopping once the KL of the last minibatch passes the target
+            if stop
+                || args.kl_rule == KlRule::Cleanrl
+                    && args.target_kl.is_some_and(|target_kl| approx_kl.double_value(&[]) > target_kl)
+            {
+                break;
+            }
+        }
+
+        // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
+        let var_y = var(returns.iter().map(|&y| y as f64));
+        let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
+        let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
+
+        // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
+        // every ratio exactly 1: the tests check)
+        let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
+        // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
+        let row = [
+            ("iteration", OnHost(iteration as f64)),
+            ("global_step", OnHost(global_step as f64)),
+            ("charts/learning_rate", OnHost(lr)),
+            ("charts/clip_coef", OnHost(clip_coef)),
+            ("losses/value_loss", OnDevice(&v_loss)),
+            ("losses/policy_loss", OnDevice(&pg_loss)),
+            ("losses/entropy", OnDevice(&entropy_loss)),
+            ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
+            ("losses/approx_kl", OnDevice(&approx_kl)),
+            ("losses/clipfrac", OnDevice(&clipfrac(&Tensor::cat(&ratio_devs, 0)))),
+            ("losses/explained_variance", OnHost(explained_var)),
+            ("debug/first_mb_max_ratio_dev", OnDevice(&ratio_devs[0].max())),
+            ("debug/first_mb_clipfrac", OnDevice(&clipfrac(&ratio_devs[0]))),
+            ("debug/adaptive_kl", if args.adaptive_lr { OnHost(adaptive_kl) } else { Off }),
+            ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
+            ("debug/epochs", OnHost(epochs as f64)),
+            ("debug/optimizer_steps", OnHost(optimizer_steps as f64)),
+        ];
+        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
+        log.update(&row, &loss, envs.take_step_seconds(), learning_start);
+        log.checkpoint(&optimizer, &stats);
+    }
+
+    if args.run.save_model {
+        if let Some(stats) = stats.first() {
+            let rms = stats.lock().clone(); // env 0's observation statistics go into the model file
+            let rms = Tensor::from_slice(&[rms.mean, rms.var, vec![rms.count]].concat());
+            tch::no_grad(|| agent.obs_rms.shallow_clone().copy_(&rms));
+        }
+        // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
+        let model_path = log.save(&vs, &args.run.exp_name);
+        vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
+        let v = Vec::<f64>::try_from(agent.obs_rms.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e));
+        let d = obs_dim as usize;
+        let rms = RunningMeanStd { mean: v[..d].to_vec(), var: v[d..2 * d].to_vec(), count: v[2 * d] };
+        let env = make_env(&args, Some(rms)).unwrap_or_else(|e| fail(1, e)).0;
+        let mut action = vec![0f32; n_actions as usize];
+        log.eval(&play(env, args.run.seed, |env| {
+            let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
+            let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs, None));
+            a.to_device(Device::Cpu).copy_data(&mut action, n_actions as usize);
+            env.step(Action::Continuous(&action));
+        }));
+    }
+}
+
+/// Extra 1: KL(old ‖ new) of two diagonal Gaussian policies in closed form, as torch's
+/// `kl_divergence(Normal(mu_old, std_old), Normal(mu, std))`: summed over the action's components, averaged over rows.
+fn gaussian_kl(mu_old: &Tensor, logstd_old: &Tensor, mu: &Tensor, logstd: &Tensor) -> Tensor {
+    let (var_old, var) = ((logstd_old * 2.0).exp(), (logstd * 2.0).exp());
+    let kl: Tensor = logstd - logstd_old + (var_old + (mu_old - mu).square()) / (var * 2.0) - 0.5;
+    kl.sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float)
+}
+
+/// Extra 1: the next learning rate from the KL d and the desired KL δ, within [1e-5, 1e-2]. rsl_rl's rule: / 1.5
+/// when d > 2δ, x 1.5 when 0 < d < δ / 2; the TUM report's (3.6): / 2 when d > 1.5δ, x 2 when d < δ / 1.5.
+fn adapt_lr(rule: &str, lr: f64, kl: f64, desired_kl: f64) -> f64 {
+    let (down, up, factor) = match rule {
+        "tum" => (kl > 1.5 * desired_kl, kl < desired_kl / 1.5, 2.0),
+        _ => (kl > 2.0 * desired_kl, kl > 0.0 && kl < desired_kl / 2.0, 1.5),
+    };
+    if down {
+        (lr / factor).max(1e-5)
+    } else if up {
+        (lr * factor).min(1e-2)
+    } else {
+        lr
+    }
+}
