@@ -9,7 +9,7 @@ use std::process::Command;
 fn unified_diff(parent: &str, child: &str) -> String {
     let (p, c) = (format!("src/bin/{parent}.rs"), format!("src/bin/{child}.rs"));
     let out = Command::new("diff")
-        .args(["-u", "-w", "--label", &p, "--label", &c, &p, &c])
+        .args(["-u", "-w", "--minimal", "--label", &p, "--label", &c, &p, &c])
         .output()
         .expect("`diff` (GNU diffutils) runs");
     assert!(matches!(out.status.code(), Some(0 | 1)), "diff failed: {}", String::from_utf8_lossy(&out.stderr));

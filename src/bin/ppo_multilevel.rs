@@ -267,11 +267,12 @@ fn main() {
     println!("device: {device_name}");
 
     // env setup. Core 1: vectorized architecture
-    let (obs_dim, n_actions) = match (level_envs[0].single_observation_space(), level_envs[0].single_action_space()) {
+    let envs = &level_envs[0]; // every level's spaces are the same
+    let (obs_dim, n_actions) = match (envs.single_observation_space(), envs.single_action_space()) {
         (Space::Box { shape, .. }, Space::Box { shape: a, .. }) if shape.len() == 1 && a.len() == 1 => {
             (shape[0] as i64, a[0] as i64)
         }
-        (o, a) => fail(2, format!("{}: {o} observations, {a} actions; ppo_multilevel needs 1-D Boxes", args.env_id)),
+        (o, a) => fail(2, format!("{}: {o} observations, {a} actions; 1-D Boxes needed", args.env_id)),
     };
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args);
@@ -283,8 +284,7 @@ fn main() {
     let mut log = RunLog::create(&run_name, &args, &device_name, &from);
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
-    // start the game: every level's envs from the same seeds (with --resume: where the checkpoint stood, in fresh
-    // episodes)
+    // start the game (with --resume: where the checkpoint stood, in fresh episodes)
     let mut global_step = from.global_step;
     for envs in level_envs.iter_mut().chain(sync_envs.iter_mut()) {
         envs.reset(Some(from.seed));
@@ -303,8 +303,7 @@ fn main() {
         let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
         let old_logstd = agent.actor_logstd.detach().copy(); // Extra 1: the rollout's log std
 
-        // Multilevel 2: levels coarse to fine, each continuing its own episodes from its own last observation (the
-        // reference carried the last observation over from the previous level; see docs/ppo_multilevel.md)
+        // Multilevel 2: levels coarse to fine, each continuing its own episodes (docs/ppo_multilevel.md)
         let mut batches = Vec::new(); // Multilevel 5: per level its main batch (sign 1), for l > 0 its sync batch (−1)
         for l in 0..n_levels {
             let (envs, mut coarse, next_done) =
@@ -325,7 +324,7 @@ fn main() {
                 global_step += num_envs as u64;
                 let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
                 obs[step] = next_obs.shallow_clone();
-                dones[step].copy_from_slice(next_done);
+                dones[step].copy_from_slice(&next_done);
 
                 let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
                 values[step] = value;
@@ -378,7 +377,6 @@ fn main() {
                 }
             }
 
-            let b_actions = Tensor::cat(&actions, 0);
             for sign in if l == 0 { &[1.0][..] } else { &[1.0, -1.0] } {
                 // Multilevel 4: the main samples (sign 1), then the sync samples (−1): GAE with the fine episode
                 // boundaries, bootstrapped from level l−1 put in the fine state after the last step
@@ -393,7 +391,7 @@ fn main() {
                 // bootstrap value if not done; the values come down to the host once per rollout, for GAE
                 let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
                 let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
-                let values_host = to_host(&Tensor::cat(values, 0)); // row step * num_envs + env
+                let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
 
                 // Core 5: GAE, as a plain loop on the host
                 let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
@@ -415,17 +413,15 @@ fn main() {
                 let returns: Vec<f32> = advantages.iter().zip(&values_host).map(|(a, v)| a + v).collect();
 
                 // flatten the batch: row step * num_envs + env, as CleanRL's reshape
-                let (b_obs, b_logprobs) = (Tensor::cat(obs, 0), Tensor::cat(logprobs, 0));
-                let b_actions = b_actions.shallow_clone();
+                let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
+                let b_actions = Tensor::cat(&actions, 0);
                 let b_mus = if args.adaptive_lr { Tensor::cat(&mus, 0) } else { b_actions.zeros_like() }; // Extra 1
                 let b_advantages = Tensor::from_slice(&advantages).to_device(device);
                 let b_returns = Tensor::from_slice(&returns).to_device(device);
-                let b_values = Tensor::cat(values, 0).view([-1]);
-                let (rewards, dones) = (rewards.clone(), dones.clone());
-                let (level, sign) = (l, *sign);
+                let b_values = Tensor::cat(&values, 0).view([-1]);
                 batches.push(Batch {
-                    level,
-                    sign,
+                    level: l,
+                    sign: *sign,
                     b_obs,
                     b_actions,
                     b_logprobs,
@@ -435,8 +431,8 @@ fn main() {
                     b_values,
                     returns,
                     values_host,
-                    rewards,
-                    dones,
+                    rewards: rewards.clone(),
+                    dones: dones.clone(),
                     next_obs,
                 });
             }
@@ -445,8 +441,7 @@ fn main() {
 
         // Optimizing the policy and value network
         let learning_start = std::time::Instant::now();
-        // the last minibatch's values are logged, as CleanRL's loop variables are after its loops (the finest main
-        // batch's: the last of a minibatch's batches)
+        // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let (mut pg_loss, mut v_loss, mut entropy_loss) = (Tensor::new(), Tensor::new(), Tensor::new());
         let (mut old_approx_kl, mut approx_kl) = (Tensor::new(), Tensor::new());
         let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::from(f32::NAN)); // NaN: Ressim 3 stopped before a step
@@ -474,12 +469,13 @@ fn main() {
                 let sizes: Vec<i64> = batches.iter().map(size).collect();
                 let [_, newlogprobs, entropies, newvalues] = outputs.map(|t| t.split_with_sizes(&sizes, 0));
                 let mut level_loss: Vec<_> = (0..n_levels).map(|_| Tensor::from(0f32)).collect();
-                // (the finest main batch last, its values the ones logged)
+                // (the finest main batch last: its values are the ones logged)
                 for b in (0..batches.len()).filter(|&b| b != fine).chain([fine]) {
-                    let Batch { b_logprobs, b_advantages, b_returns, b_values, .. } = &batches[b];
-                    let mb_inds = &batch_inds[b];
-                    let (newlogprob, entropy, newvalue) = (&newlogprobs[b], &entropies[b], &newvalues[b]);
-                    let logratio = newlogprob - b_logprobs.i(mb_inds);
+                    let Batch { level, sign, b_logprobs, b_advantages, b_returns, b_values, .. } = &batches[b];
+                    let mb_inds = batch_inds[b].shallow_clone();
+                    let (newlogprob, entropy) = (newlogprobs[b].shallow_clone(), entropies[b].shallow_clone());
+                    let newvalue = newvalues[b].shallow_clone();
+                    let logratio = &newlogprob - b_logprobs.i(&mb_inds);
                     let ratio = logratio.exp();
 
                     // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), |ratio - 1|
@@ -490,7 +486,7 @@ fn main() {
                         batch_kls[b] = approx_kl.shallow_clone();
                     });
 
-                    let mut mb_advantages = b_advantages.i(mb_inds);
+                    let mut mb_advantages = b_advantages.i(&mb_inds);
                     if args.norm_adv {
                         // Core 7: per-minibatch advantage normalization (torch's std: unbiased, n - 1, as CleanRL's)
                         mb_advantages =
@@ -503,10 +499,10 @@ fn main() {
                     pg_loss = pg_loss1.max_other(&pg_loss2).mean(Kind::Float);
 
                     let newvalue = newvalue.view([-1]);
-                    let mb_returns = &b_returns.i(mb_inds);
+                    let mb_returns = &b_returns.i(&mb_inds);
                     v_loss = if args.clip_vloss {
                         // Core 9: value-function loss clipping
-                        let mb_values = &b_values.i(mb_inds);
+                        let mb_values = &b_values.i(&mb_inds);
                         let v_loss_unclipped = (&newvalue - mb_returns).square();
                         let v_clipped = mb_values + (&newvalue - mb_values).clamp(-clip_coef, clip_coef);
                         let v_loss_clipped = (v_clipped - mb_returns).square();
@@ -519,8 +515,7 @@ fn main() {
                     entropy_loss = entropy.mean(Kind::Float);
                     loss = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
                     // Multilevel 5: L^l = L(main batch of l) − L(sync batch of l−1), each term the loss above
-                    let level = batches[b].level;
-                    level_loss[level] = &level_loss[level] + batches[b].sign * &loss;
+                    level_loss[*level] = &level_loss[*level] + *sign * &loss;
                 }
                 let level_loss = Tensor::stack(&level_loss, 0);
                 loss = level_loss.sum(Kind::Float); // Multilevel 5: loss_MLMC = Σ_l L^l
@@ -540,10 +535,10 @@ fn main() {
                 if args.adaptive_lr {
                     // Extra 1: KL-adaptive learning rate (rsl_rl's or the TUM report's rule), from this minibatch's KL
                     // on the finest main batch (its data is the real environment)
-                    let (Batch { b_obs, b_mus, .. }, mb_inds) = (&batches[fine], &batch_inds[fine]);
-                    let mu = tch::no_grad(|| agent.action_mean(&b_obs.i(mb_inds)));
+                    let (Batch { b_obs, b_mus, .. }, mb_inds) = (&batches[fine], batch_inds[fine].shallow_clone());
+                    let mu = tch::no_grad(|| agent.action_mean(&b_obs.i(&mb_inds)));
                     adaptive_kl =
-                        gaussian_kl(&b_mus.i(mb_inds), &old_logstd, &mu, &agent.actor_logstd).double_value(&[]);
+                        gaussian_kl(&b_mus.i(&mb_inds), &old_logstd, &mu, &agent.actor_logstd).double_value(&[]);
                     lr = adapt_lr(&args.adaptive_lr_rule, lr, adaptive_kl, args.desired_kl);
                 }
 
@@ -565,6 +560,7 @@ fn main() {
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
         let Batch { returns, values_host, b_obs, b_actions, next_obs, rewards, dones, .. } = &batches[fine];
+        let next_done = &level_next_done[n_levels - 1];
         let var_y = var(returns.iter().map(|&y| y as f64));
         let residuals = returns.iter().zip(values_host).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
@@ -572,10 +568,7 @@ fn main() {
         // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
         // every ratio exactly 1: the tests check)
         let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
-        // the largest of every batch's first minibatch (torch's max: a NaN anywhere shows as NaN)
-        let first_mb = |f: &dyn Fn(&Tensor) -> Tensor| {
-            Tensor::stack(&ratio_devs.iter().map(|d| f(&d[0])).collect::<Vec<_>>(), 0).max()
-        };
+        let first_mb = Tensor::cat(&ratio_devs.iter().map(|devs| devs[0].shallow_clone()).collect::<Vec<_>>(), 0);
         // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
         let row = [
             ("iteration", OnHost(iteration as f64)),
@@ -589,8 +582,8 @@ fn main() {
             ("losses/approx_kl", OnDevice(&approx_kl)),
             ("losses/clipfrac", OnDevice(&clipfrac(&Tensor::cat(&ratio_devs[fine], 0)))),
             ("losses/explained_variance", OnHost(explained_var)),
-            ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb(&|d| d.max()))),
-            ("debug/first_mb_clipfrac", OnDevice(&first_mb(&clipfrac))),
+            ("debug/first_mb_max_ratio_dev", OnDevice(&first_mb.max())),
+            ("debug/first_mb_clipfrac", OnDevice(&clipfrac(&first_mb))),
             ("debug/adaptive_kl", if args.adaptive_lr { OnHost(adaptive_kl) } else { Off }),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
             ("debug/epochs", OnHost(epochs as f64)),
@@ -613,7 +606,7 @@ fn main() {
         }
         let row: Vec<_> =
             row.into_iter().chain(level_columns.iter().map(|(name, value)| (name.as_str(), OnDevice(value)))).collect();
-        trace.finish(&row, [b_obs, b_actions, next_obs], [rewards, dones], &level_next_done[n_levels - 1]);
+        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         let env_seconds = level_envs.iter_mut().chain(&mut sync_envs).map(|envs| envs.take_step_seconds()).sum();
         log.update(&row, &loss, env_seconds, learning_start);
         log.checkpoint(&optimizer, &stats);

@@ -245,7 +245,7 @@ fn main() {
         (Space::Box { shape, .. }, Space::Box { shape: a, .. }) if shape.len() == 1 && a.len() == 1 => {
             (shape[0] as i64, a[0] as i64)
         }
-        (o, a) => fail(2, format!("{}: {o} observations, {a} actions; ppo_ressim needs 1-D Boxes", args.env_id)),
+        (o, a) => fail(2, format!("{}: {o} observations, {a} actions; 1-D Boxes needed", args.env_id)),
     };
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args);
