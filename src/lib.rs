@@ -6,11 +6,15 @@
 //! - [`cli`]: the experiment's flags and their parsing (with `--resume`'s arguments).
 //! - [`logs`]: the run directory: args.json, the CSVs, TensorBoard events, the progress bar, the saved model;
 //!   when a checkpoint is written.
-//! - [`checkpoint`]: all of `--resume`: the checkpoint's file (written, read back and checked), where the
-//!   loop starts ([`Start`]: weights, Adam's state, statistics, seed), the logs cut back to the checkpoint.
+//! - [`checkpoint`]: the checkpoint's file (written, read back and checked), where the loop starts
+//!   ([`Start`]: weights, Adam's state, the learning rate, statistics, seed).
+//! - `resume_logs`: `--resume`'s logs cut back to the checkpoint, TensorBoard's events rebuilt from the CSVs.
 //! - `lock`: one writer per run directory (an advisory lock the OS releases with the process).
+//! - `durable`: writes that a crash or a power loss leaves whole (a temporary file, fsync, rename).
+//! - `signals`: Ctrl-C and SIGTERM end a run with one line saying how to resume it.
 //! - [`trace`]: the parity trace (`PPO_TRACE=FILE`) that tests/parity.rs compares with CleanRL.
 //! - [`flags`]: value parsers, the range in which each numeric flag can work.
+//! - [`checks`]: the combinations of flags no value parser sees (a batch against its minibatches, levels).
 //! - [`device`]: the device `--cuda` gets, and why, in words (the NVIDIA driver asked through
 //!   cudarc); `--torch-deterministic` in libtorch's global context.
 //! - [`nccl`]: a data-parallel run's gradient all-reduce between GPUs (or through MPI).
@@ -21,8 +25,10 @@
 //!   (numpy's), [`categorical_sample`] (torch.distributions'), [`all_cores`], [`experiment!`].
 
 pub mod checkpoint;
+pub mod checks;
 pub mod cli;
 pub mod device;
+mod durable;
 pub mod flags;
 mod lock;
 pub mod logs;
@@ -30,6 +36,8 @@ pub mod nccl;
 mod openmp;
 pub mod optim;
 pub mod ranks;
+mod resume_logs;
+mod signals;
 pub mod trace;
 
 pub use checkpoint::Start;
@@ -135,20 +143,19 @@ pub fn var(xs: impl Iterator<Item = f64> + Clone) -> f64 {
 }
 
 /// `impl Experiment for $args` for an `Args` with the fields `run` (the flattened [`RunArgs`]),
-/// `env_id` and those of [`flags::Rollout`], in the binary that calls it (its name is
+/// `env_id` and those of [`checks::Rollout`], in the binary that calls it (its name is
 /// `env!("CARGO_BIN_NAME")` there). The defaults of `--torch-threads` and `--env-threads`: one each
 /// with `one_core`, every core for both with `all_cores`, every core for libtorch and one env thread
 /// with `torch_on_all_cores`, or the pair given. `Experiment::check` runs the binary's
 /// own `check = f` (`fn(&Args) -> Result<(), String>`), if given, then `Rollout::check`.
 ///
-/// A binary whose rollout is shaped by other flags (ranks) names the flags `--resume` may
-/// change, `resume_may_change = &["..."]`, and its whole check, if any, is its own `check = f`. `levels`: a
-/// multilevel rollout, its shapes checked by [`flags::Levels`] (fields `levels`, `level_steps`,
+/// `levels`: a multilevel rollout, its shapes checked by [`checks::Levels`] (fields `levels`, `level_steps`,
 /// `level_minibatch_size`, `num_envs`, `norm_adv`, `normalize`) and `--num-iterations` its length, which
-/// `--resume` may raise.
+/// `--resume` may raise. `batch_checked_in_main`: no batch check here, for a binary whose batch depends on
+/// what only `main` knows (its ranks or workers), which checks it there; with `resume_may_change = &["..."]`,
+/// the flags that `--resume` may change besides the run's own (where the ranks run).
 /// `added_later = &[("flag", "value")]`: flags added since runs were made, with the value a run of
-/// an earlier build had in effect ([`Experiment::ADDED_LATER`]). `batch_checked_in_main`: no batch
-/// check here, for a binary whose batch depends on what only `main` knows (its workers' count).
+/// an earlier build had in effect ([`Experiment::ADDED_LATER`]).
 #[macro_export]
 macro_rules! experiment {
     (@impl $args:ty, $threads:expr, $may_change:expr, $added_later:expr, $check:expr) => {
@@ -175,14 +182,14 @@ macro_rules! experiment {
             ($check)(a)?;
             let (num_envs, num_steps, num_minibatches) = (a.num_envs, a.num_steps, a.num_minibatches);
             let (total_timesteps, norm_adv, ranks) = (a.total_timesteps, a.norm_adv, None);
-            $crate::flags::Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv, ranks }.check()
+            $crate::checks::Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv, ranks }.check()
         });
     };
     ($args:ty, $threads:expr, levels, added_later = $added_later:expr) => {
         $crate::experiment!(@impl $args, $threads, &["num_iterations"], $added_later, |a: &$args| {
             let (levels, level_steps, level_minibatch_size) = (&a.levels, &a.level_steps, &a.level_minibatch_size);
             let (num_envs, norm_adv, normalize) = (a.num_envs, a.norm_adv, a.normalize);
-            $crate::flags::Levels { levels, level_steps, level_minibatch_size, num_envs, norm_adv, normalize }.check()
+            $crate::checks::Levels { levels, level_steps, level_minibatch_size, num_envs, norm_adv, normalize }.check()
         });
     };
     ($args:ty, one_core) => {
@@ -208,22 +215,10 @@ macro_rules! experiment {
             Ok::<(), String>(())
         });
     };
-    ($args:ty, all_cores, resume_may_change = $may_change:expr) => {
+    ($args:ty, all_cores, resume_may_change = $may_change:expr, batch_checked_in_main) => {
         $crate::experiment!(@impl $args, ($crate::all_cores(), $crate::all_cores()), $may_change, &[], |_: &$args| {
             Ok::<(), String>(())
         });
-    };
-    ($args:ty, $threads:expr, resume_may_change = $may_change:expr, check = $check:expr) => {
-        $crate::experiment!(@impl $args, $threads, $may_change, &[], $check);
-    };
-    (
-        $args:ty,
-        $threads:expr,
-        resume_may_change = $may_change:expr,
-        added_later = $added_later:expr,
-        check = $check:expr
-    ) => {
-        $crate::experiment!(@impl $args, $threads, $may_change, $added_later, $check);
     };
     ($args:ty, $threads:expr, $check:expr) => {
         $crate::experiment!(@rollout $args, $threads, &[], $check);

@@ -5,7 +5,7 @@
 //! file, so that the refusal can name it.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The lock on a run directory, held while this value lives (the run keeps it to its end).
 pub(crate) struct RunLock {
@@ -14,7 +14,7 @@ pub(crate) struct RunLock {
 
 impl RunLock {
     /// Takes the lock on `dir`, or says which process holds it. Once held, the temporary files a
-    /// writer that died left behind (see [`tmp_path`]; the run's own files', the saved model's named
+    /// writer that died left behind (see [`tmp_path`](crate::durable::tmp_path); the run's own files', the saved model's named
     /// `<exp_name>`) are removed: no other process writes here.
     pub(crate) fn take(dir: &Path, binary: &str, exp_name: &str) -> Result<RunLock, String> {
         let path = dir.join("lock");
@@ -51,28 +51,6 @@ impl RunLock {
     }
 }
 
-/// The temporary file that `path` is written to before a rename puts it in place: unique to this
-/// process (`checkpoint.tmp.<pid>.safetensors`), so that no two processes ever write one file.
-pub(crate) fn tmp_path(path: &Path) -> PathBuf {
-    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("file");
-    let ext = path.extension().and_then(|s| s.to_str()).map_or(String::new(), |e| format!(".{e}"));
-    path.with_file_name(format!("{stem}.tmp.{}{ext}", std::process::id()))
-}
-
-/// Puts `tmp` (a [`tmp_path`], written and closed) in place as `path` so that a crash, a kill or a
-/// power loss leaves either the old file or the new one whole, on disk: `tmp`'s data reach the disk
-/// (fsync), the rename, then the directory's entry (fsync of the directory).
-pub(crate) fn rename_durably(tmp: &Path, path: &Path) -> std::io::Result<()> {
-    std::fs::File::open(tmp)?.sync_all()?;
-    std::fs::rename(tmp, path)?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
-}
-
-/// fsync of a directory: its entries (a file made or renamed in it) reach the disk.
-pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(if dir.as_os_str().is_empty() { Path::new(".") } else { dir })?.sync_all()
-}
-
 /// A temporary file [`tmp_path`] makes for one of the run's own files (`<stem>.tmp.<pid><ext>`), or
 /// versions before it (`checkpoint.tmp.safetensors`); any other name is the user's (a model saved
 /// with `--exp-name a.tmp.b` is `a.tmp.b.safetensors`, and stays).
@@ -91,6 +69,7 @@ fn is_tmp(path: &Path, exp_name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::durable::tmp_path;
 
     /// A second lock on a held directory is refused with the holder's id; once the holder is
     /// dropped (as when its process ends), the lock is free again, and leftovers are cleared.

@@ -1,13 +1,17 @@
 //! The run's logs: the directory `runs/<run-name>/` and what goes in it (CleanRL's SummaryWriter and
 //! more): args.json, episodes.csv and updates.csv, TensorBoard events, the progress bar, the saved
 //! model and eval.csv; and when a checkpoint is written ([`RunLog::checkpoint`]). What a checkpoint
-//! holds, and all of `--resume` (the logs cut back to the checkpoint included), is `checkpoint`'s.
+//! holds is `checkpoint`'s; the logs cut back to it on `--resume`, `resume_logs`'s; the line a signal
+//! prints, `signals`'.
 
 use crate::checkpoint::{self, Start};
 use crate::cli::Experiment;
+use crate::durable::{rename_durably, sync_dir, tmp_path};
 use crate::fail;
-use crate::lock::{rename_durably, sync_dir, tmp_path, RunLock};
+use crate::lock::RunLock;
 use crate::optim::FlatAdam;
+use crate::resume_logs;
+use crate::signals;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Instant;
@@ -19,6 +23,9 @@ use tch::{nn, Device, Kind, Tensor};
 #[derive(Clone, Copy)]
 pub enum Logged<'a> {
     OnHost(f64),
+    /// the update's learning rate, on the host: the checkpoint keeps it, and a `--resume` goes on from it where a
+    /// variant adapts its rate (the one a variant logs as `charts/learning_rate`)
+    Rate(f64),
     /// on the device: a scalar, or with seeds ([`RunLog::with_seeds`]) a value per seed, `[seeds]`
     OnDevice(&'a Tensor),
     /// a value per seed on the host (with seeds)
@@ -31,7 +38,7 @@ impl Logged<'_> {
     /// The value on the host (a device value: a copy of its own).
     pub fn value(&self) -> f64 {
         match self {
-            Logged::OnHost(x) => *x,
+            Logged::OnHost(x) | Logged::Rate(x) => *x,
             Logged::OnDevice(t) => t.reshape([-1]).double_value(&[0]), // the first seed's, with seeds
             Logged::OnHostEach(xs) => xs.first().copied().unwrap_or(f64::NAN),
             Logged::Off => f64::NAN,
@@ -83,7 +90,7 @@ pub struct RunLog {
     binary: &'static str,
     env_id: String,
     num_iterations: usize,
-    /// the last update's iteration, global_step and learning rate, for the checkpoint after it
+    /// the last update's iteration, global_step and learning rate ([`Logged::Rate`]), for the checkpoint after it
     last: (usize, u64, f64),
     /// with seeds ([`RunLog::with_seeds`]): each seed's TensorBoard events, and its envs' count
     seeds: Vec<SeedEvents>,
@@ -111,9 +118,8 @@ impl RunLog {
         println!("run directory: {}", log.dir.display());
         let checkpoint = (start.iteration > 0).then_some(start.iteration);
         let (binary, dir, every) = (A::NAME, log.dir.clone(), args.run().checkpoint_interval);
-        let line = StopLine { binary, dir, update: start.iteration, checkpoint, every, mpi: false };
-        *STOPPED_AT.lock().unwrap_or_else(|e| e.into_inner()) = Some(line);
-        stop_on_signals();
+        let line = signals::StopLine { binary, dir, update: start.iteration, checkpoint, every, mpi: false };
+        signals::stop_with(line);
         log
     }
 
@@ -195,7 +201,7 @@ impl RunLog {
     /// A log of the episodes of `ranks` processes (a data-parallel run): episodes.csv gets a fourth
     /// column, each episode's rank.
     pub fn with_ranks(mut self, ranks: usize) -> RunLog {
-        stopped_at(|at| at.mpi = true);
+        signals::stopped_at(|at| at.mpi = true);
         self.process_column = (ranks > 1).then_some("rank");
         self
     }
@@ -203,7 +209,7 @@ impl RunLog {
     /// A learner's log of its rollout workers' episodes: episodes.csv gets a fourth column, `worker`,
     /// each episode's worker (its rank, 1 to N; 0 where one process is learner and worker).
     pub fn with_workers(mut self) -> RunLog {
-        stopped_at(|at| at.mpi = true);
+        signals::stopped_at(|at| at.mpi = true);
         self.process_column = Some("worker");
         self
     }
@@ -257,6 +263,7 @@ impl RunLog {
     /// seed (`[seeds]`), as [`Logged::OnHostEach`] does, and a host value is every seed's.
     pub fn update(&mut self, row: &[(&str, Logged)], loss: &Tensor, env_seconds: f64, learning: Instant) {
         let n = self.seeds.len().max(1);
+        let rate = row.iter().find_map(|(_, v)| if let Logged::Rate(x) = v { Some(*x) } else { None });
         let on_device = row.iter().filter_map(|(_, v)| if let Logged::OnDevice(t) = v { Some(*t) } else { None });
         let mut read = read_host(&on_device.chain([loss]).collect::<Vec<_>>()).into_iter();
         let mut next = || (0..n).map(|_| read.next().unwrap_or(f64::NAN)).collect::<Vec<f64>>();
@@ -264,7 +271,7 @@ impl RunLog {
             .iter()
             .filter(|(_, v)| !matches!(v, Logged::Off))
             .map(|(name, v)| match v {
-                Logged::OnHost(x) => (*name, vec![*x; n]),
+                Logged::OnHost(x) | Logged::Rate(x) => (*name, vec![*x; n]),
                 Logged::OnHostEach(xs) => (*name, xs.to_vec()),
                 _ => (*name, next()),
             })
@@ -298,7 +305,7 @@ impl RunLog {
         self.last_update = now;
         let row = &rows[0];
         let get = |name: &str| row.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
-        self.last = (get("iteration") as usize, get("global_step") as u64, get("charts/learning_rate"));
+        self.last = (get("iteration") as usize, get("global_step") as u64, rate.unwrap_or(f64::NAN));
         let iterations = self.num_iterations;
         let mean = self.recent.iter().sum::<f64>() / self.recent.len() as f64;
         let mean = if self.recent.is_empty() { "none yet".to_string() } else { format!("{mean:.1}") };
@@ -308,7 +315,7 @@ impl RunLog {
         };
         let msg = format!("{sps}, return (last 20) {mean}");
         let updates = self.rows / n;
-        stopped_at(|at| at.update = updates);
+        signals::stopped_at(|at| at.update = updates);
         match &self.bar {
             Some(bar) => {
                 bar.set_position(get("iteration") as u64);
@@ -387,7 +394,7 @@ impl RunLog {
         if let Err(e) = checkpoint::write(&self.dir, progress, optimizer, stats) {
             self.fail(e);
         }
-        stopped_at(|at| at.checkpoint = Some(iteration));
+        signals::stopped_at(|at| at.checkpoint = Some(iteration));
         self.checkpoint_seconds = write_start.elapsed().as_secs_f64();
     }
 
@@ -500,84 +507,10 @@ impl SeedEvents {
     fn open(dir: &std::path::Path, seed: u64) -> std::io::Result<SeedEvents> {
         let seed_dir = dir.join(format!("seed_{seed}"));
         std::fs::create_dir_all(&seed_dir)?;
-        let tb = checkpoint::events_anew(&seed_dir, dir, Some(seed))?;
+        let tb = resume_logs::events_anew(&seed_dir, dir, Some(seed))?;
         let file = tb.filename().map(std::fs::File::open).transpose()?;
         Ok(SeedEvents { seed, tb, file })
     }
-}
-
-/// Where a run stands, for the line a signal's end prints: set when the run directory opens, kept
-/// current by every update and checkpoint.
-static STOPPED_AT: std::sync::Mutex<Option<StopLine>> = std::sync::Mutex::new(None);
-
-struct StopLine {
-    binary: &'static str,
-    dir: std::path::PathBuf,
-    /// updates done (this process's and those before a resume)
-    update: usize,
-    /// the iteration of the run's last checkpoint, if any
-    checkpoint: Option<usize>,
-    every: usize,
-    /// an MPI job: resumed under mpirun with the same -np
-    mpi: bool,
-}
-
-fn stopped_at(change: impl FnOnce(&mut StopLine)) {
-    if let Some(at) = STOPPED_AT.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        change(at);
-    }
-}
-
-impl StopLine {
-    /// `stopped at update 26: `cargo run --release --bin X -- --resume runs/Y` continues from iteration 20`
-    fn say(&self, signal: &str) -> String {
-        let (dir, update) = (self.dir.display(), self.update);
-        let resume = match self.mpi {
-            false => format!("`cargo run --release --bin {} -- --resume {dir}`", self.binary),
-            true => format!("`mpirun -np <as before> target/release/{} --resume {dir}`", self.binary),
-        };
-        match self.checkpoint {
-            Some(iteration) => {
-                format!("{signal}: stopped after update {update}; {resume} continues from iteration {iteration}")
-            }
-            None if self.every == 0 => format!(
-                "{signal}: stopped after update {update}, with no checkpoint (--checkpoint-interval 0): nothing to \
-                 resume; the metrics so far are in {dir}"
-            ),
-            None => format!(
-                "{signal}: stopped after update {update}, before the first checkpoint (update {}): nothing to resume; \
-                 the metrics so far are in {dir}",
-                self.every
-            ),
-        }
-    }
-}
-
-/// On SIGINT (Ctrl-C) or SIGTERM the run ends at once with one line on stderr saying where it stopped
-/// and the command that resumes it (exit code 128 + the signal's number, as a shell reports it). Rows
-/// and checkpoints are whole when written (flushed per update, checkpoints renamed into place), and
-/// `--resume` goes on from the last checkpoint.
-fn stop_on_signals() {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else { return };
-        std::thread::spawn(move || {
-            if let Some(signal) = signals.forever().next() {
-                let name = if signal == SIGINT { "SIGINT" } else { "SIGTERM" };
-                let line = STOPPED_AT.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|at| at.say(name));
-                let newline = if std::io::stderr().is_terminal() { "\n" } else { "" }; // after the progress bar
-                eprintln!("{newline}{}", line.unwrap_or_else(|| format!("{name}: stopped")));
-                extern "C" {
-                    fn _exit(status: i32) -> !;
-                }
-                // SAFETY: ends the process at once, as the signal would have: no exit handlers or static
-                // destructors run under the main thread's feet (libtorch's segfault there); the rows are
-                // flushed per update and stdout per line, so nothing waits in a buffer
-                unsafe { _exit(128 + signal) }
-            }
-        });
-    });
 }
 
 /// A new directory `runs/<run_name>` (`-2`, `-3`, ... appended while the name is taken).
@@ -623,8 +556,8 @@ mod tests {
         let start = Start::new(&args, 7, &mut make().2, &[]);
         let lock = RunLock::take(dir.path(), "ppo", "ppo").expect("lock");
         let mut log = RunLog::open(dir.path().to_path_buf(), lock, &args, "cpu", &start).expect("run log");
-        let row = [("iteration", 7.0), ("global_step", 700.0), ("charts/learning_rate", 1e-3)]
-            .map(|(n, v)| (n, Logged::OnHost(v)));
+        let row = [("iteration", Logged::OnHost(7.0)), ("global_step", Logged::OnHost(700.0))];
+        let row = [&row[..], &[("charts/learning_rate", Logged::Rate(1e-3))]].concat();
         log.update(&row, &Tensor::from(0f32), 0.0, Instant::now());
         log.checkpoint(&saved, &[envs::SharedRms::new(rms.clone())]);
 

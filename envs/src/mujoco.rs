@@ -168,9 +168,17 @@ extern "C" fn on_warning(msg: *const c_char) {
 
 /// MuJoCo's handler must not return, and it may be called on any env thread while others are inside
 /// MuJoCo or libtorch: it ends the process at once with `_exit`, running no exit handler or static
-/// destructor under their feet (`exit` would), after one line on stderr. The run's rows and
-/// checkpoints written so far are whole on disk (flushed per update, renamed into place).
+/// destructor under their feet (`exit` would), after one line on stderr (one, when env threads err at
+/// once). The run's rows and checkpoints written so far are whole on disk (flushed per update, renamed
+/// into place).
 extern "C" fn on_error(msg: *const c_char) {
+    // one line, whichever thread errs first: another that errs at the same time waits for the end
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SAID.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
     let msg = unsafe { CStr::from_ptr(msg) }.to_string_lossy();
     eprintln!("error: MuJoCo: {}; the run's metrics so far are kept in its run directory", msg.trim());
     extern "C" {

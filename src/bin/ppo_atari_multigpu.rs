@@ -12,6 +12,7 @@ use envs::atari::*; // the Atari env and its wrappers
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
+use ppo_details::checks::Rollout; // the batch's checks, for this run's ranks
 use ppo_details::ranks::*; // MPI's collectives over the ranks, as torch.distributed's
 use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
@@ -90,8 +91,8 @@ struct Args {
 
 // TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
 // whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
-// (--resume may place the ranks on other GPUs)
-ppo_details::experiment!(Args, all_cores, resume_may_change = &["device_ids"]);
+// (--resume may place the ranks on other GPUs; the batch is checked in main, where the ranks are known)
+ppo_details::experiment!(Args, all_cores, resume_may_change = &["device_ids"], batch_checked_in_main);
 
 /// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = u8>>, envs::EnvError> {
@@ -398,7 +399,7 @@ fn main() {
         let row = [
             ("iteration", OnHost(iteration as f64)),
             ("global_step", OnHost(global_step as f64)),
-            ("charts/learning_rate", OnHost(lr)),
+            ("charts/learning_rate", Rate(lr)),
             ("charts/clip_coef", OnHost(clip_coef)),
             ("losses/value_loss", OnDevice(&v_loss)),
             ("losses/policy_loss", OnDevice(&pg_loss)),

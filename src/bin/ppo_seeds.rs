@@ -370,7 +370,7 @@ fn main() {
         let row = [
             ("iteration", OnHost(iteration as f64)),
             ("global_step", OnHost(global_step as f64)),
-            ("charts/learning_rate", OnHost(lr)),
+            ("charts/learning_rate", Rate(lr)),
             ("charts/clip_coef", OnHost(clip_coef)),
             ("losses/value_loss", OnDevice(&v_loss)),
             ("losses/policy_loss", OnDevice(&pg_loss)),
