@@ -14,8 +14,8 @@ pub(crate) struct RunLock {
 
 impl RunLock {
     /// Takes the lock on `dir`, or says which process holds it. Once held, the temporary files a
-    /// writer that died left behind (see [`tmp_path`](crate::durable::tmp_path); the run's own files', the saved model's named
-    /// `<exp_name>`) are removed: no other process writes here.
+    /// writer that died left behind (see [`crate::durable::tmp_path`]; the run's own files', the saved
+    /// model's named `<exp_name>`) are removed: no other process writes here.
     pub(crate) fn take(dir: &Path, binary: &str, exp_name: &str) -> Result<RunLock, String> {
         let path = dir.join("lock");
         let opened = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path);
