@@ -12,8 +12,7 @@ use envs::atari::*; // the Atari env and its wrappers
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
-use ppo_details::checks::Rollout; // the batch's checks, for this run's ranks
-use ppo_details::ranks::*; // MPI's collectives over the ranks, as torch.distributed's
+use ppo_details::{checks::Rollout, ranks::*}; // the batch's checks; MPI's collectives, as torch.distributed's
 use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use std::time::Instant;

@@ -213,8 +213,8 @@ fn main() {
     let universe = ppo_details::ranks::initialize_unbound(); // MPI; every process on every core: they take turns
     let world = universe.world();
     let (rank, ranks) = (world.rank() as usize, world.size() as usize);
-    let (workers, worker) = ((ranks - 1).max(1), ranks == 1 || rank > 0);
-    ppo_details::says_bad_input(rank == 0); // every rank finds the same bad input: the learner alone says so
+    let (workers, worker, learner) = ((ranks - 1).max(1), ranks == 1 || rank > 0, rank == 0);
+    ppo_details::says_bad_input(learner); // every rank finds the same bad input: the learner alone says so
 
     // bad input (a flag out of range, flags that cannot work together): one line, exit code 2, nothing written
     let args: Args = parse_args();
@@ -236,7 +236,7 @@ fn main() {
     ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
 
     // Workers 3: the learner on the device --cuda picks, the workers on the CPU, one libtorch thread each
-    let (device, device_name) = if rank == 0 {
+    let (device, device_name) = if learner {
         pick_device(args.run.cuda, ppo_details::Network::Cnn)
     } else {
         tch::set_num_threads(1);
@@ -268,7 +268,7 @@ fn main() {
         tch::manual_seed((from.seed + rank as u64 - 1) as i64); // Workers 7: worker w > 1 samples its own way
     }
     // Workers 4: the learner alone writes the run directory; episodes.csv names each episode's worker
-    let mut log = (rank == 0).then(|| RunLog::create(&run_name, &args, &device_name, &from).with_workers());
+    let mut log = learner.then(|| RunLog::create(&run_name, &args, &device_name, &from).with_workers());
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
@@ -356,7 +356,7 @@ fn main() {
         let waiting = std::time::Instant::now();
         let rollouts = gather_tensors(&world, &rollout.unwrap_or_default());
         hand_cpu_rng(&world, 1, 0); // Workers 7: ... and hands it back, so one worker draws what ppo_lstm draws
-        let Some(log) = &mut log else { continue }; // Workers 1: a worker's update ends here: it waits for the weights
+        let (true, Some(log)) = (learner, &mut log) else { continue }; // Workers 1: a worker's update ends here
         let (learner_wait, collection_seconds) = (waiting.elapsed().as_secs_f64(), collecting.elapsed().as_secs_f64());
         // Workers 6: the workers' parts side by side, by name (each worker's envs after the previous worker's)
         let cat =
@@ -377,6 +377,7 @@ fn main() {
         }
         let [workers_wait, env_seconds] =
             [0, 1].map(|i| cat("timing", 0).view([-1, 2]).select(1, i).max().double_value(&[]));
+        // Workers 6: from here on the learner's batch, every worker's envs (its global_step: all their steps)
         let (num_envs, batch_size) = (num_envs * workers, batch_size * workers);
         let envsperbatch = num_envs / args.num_minibatches;
         let global_step = (iteration * batch_size) as u64;
