@@ -1,5 +1,6 @@
 //! The scripts a user runs besides the binaries: `scripts/bench_devices` prints its table (the CPU's
-//! rows, and the GPU's where one is usable, or the reason there is none) and refuses bad input.
+//! rows, and the GPU's where one is usable, or the reason there is none) and refuses bad input;
+//! `scripts/study_cartpole` runs one small table at both base points and refuses bad input.
 
 use std::path::Path;
 use std::process::Command;
@@ -51,6 +52,63 @@ fn bench_devices_refuses_bad_input() {
         (&["--fast"][..], "unknown argument --fast"),
     ] {
         let (code, stdout, stderr) = bench_devices(args);
+        assert_eq!(code, 2, "{args:?}: {stdout}\n{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(words) && stdout.is_empty(), "{args:?}: {stderr}");
+    }
+}
+
+/// `scripts/study_cartpole ARGS` in a fresh working directory.
+fn study(args: &[&str]) -> (i32, String, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/study_cartpole");
+    let out = Command::new(script).args(args).output().expect("python3 runs the script");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// The TUM study on one small table (gamma, 2 seeds, a cap of 15 episodes: no run solves) at both base points:
+/// a row per point, setting and seed (the point's base too), each unsolved with its steps; the tables file has
+/// both points' rows with their IQM and test columns; the plot is drawn.
+#[test]
+fn study_cartpole_runs_one_small_table_at_both_points() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().to_str().expect("utf-8");
+    let args = ["--tables", "gamma", "--seeds", "2", "--max-episodes", "15", "--jobs", "2", "--out", out];
+    let (code, stdout, stderr) = study(&args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let runs = std::fs::read_to_string(dir.path().join("study_cartpole_runs.csv")).expect("the runs");
+    let mut lines = runs.lines();
+    assert_eq!(lines.next(), Some("point,table,setting,seed,solved,episodes,steps"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2 * 5 * 2, "{runs}");
+    for point in ["ppo", "report"] {
+        for setting in ["base", "0.9", "0.98", "0.99", "0.995"] {
+            let seeds: Vec<&str> = rows.iter().filter(|r| r[0] == point && r[2] == setting).map(|r| r[3]).collect();
+            assert_eq!(seeds, ["1", "2"], "{point} {setting}: {runs}");
+        }
+    }
+    for row in &rows {
+        assert_eq!((row[1], row[4], row[5]), ("gamma", "0", ""), "15 episodes solve nothing: {row:?}");
+        assert!(row[6].parse::<u64>().is_ok_and(|steps| steps > 0), "{row:?}");
+    }
+    let md = std::fs::read_to_string(dir.path().join("study_cartpole.md")).expect("the tables");
+    assert!(md.contains("## gamma") && md.contains("IQM episodes [95%]") && md.contains("p vs base"), "{md}");
+    for point in ["| PPO's defaults | 0.9 |", "| the report's point | 0.995 |", "| the report's point | base |"] {
+        assert!(md.contains(point), "{point}: {md}");
+    }
+    assert!(dir.path().join("study_cartpole_solved.png").exists());
+}
+
+/// Bad input: exit code 2, one line naming what is wrong.
+#[test]
+fn study_cartpole_refuses_bad_input() {
+    for (args, words) in [
+        (&["--tables", "nonesuch"][..], "unknown table nonesuch"),
+        (&["--points", "a3c"][..], "unknown point a3c"),
+        (&["--seeds", "0"][..], "need a positive whole number"),
+        (&["--seeds", "many"][..], "invalid int value: 'many'"),
+    ] {
+        let (code, stdout, stderr) = study(args);
         assert_eq!(code, 2, "{args:?}: {stdout}\n{stderr}");
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains(words) && stdout.is_empty(), "{args:?}: {stderr}");

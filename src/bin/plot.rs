@@ -542,12 +542,15 @@ fn draw_workers_table(table: &Path, out: &Path) -> Result<(), String> {
 }
 
 /// scripts/study_cartpole's runs: per table a panel, per setting the fraction of its runs solved by each
-/// episode (a run solved at episode n counts from n on), to the study's 2,500 episodes.
+/// episode (a run solved at episode n counts from n on), to the study's 2,500 episodes; where the runs have a
+/// `point` column (the study's base points), a line per setting and point, the second point's dashed.
 fn draw_solved_table(table: &Path, out: &Path) -> Result<(), String> {
     let (mut reader, col) = open_table(table)?;
     let (table_col, setting_col, episodes_col) = (col("table")?, col("setting")?, col("episodes")?);
-    // table -> setting (in the order first seen) -> each run's episodes to solved (None: unsolved)
-    let mut runs: Vec<(String, Vec<(String, Vec<Option<f64>>)>)> = Vec::new();
+    let point_col = col("point").ok();
+    let mut points: Vec<String> = Vec::new(); // in the order first seen
+                                              // table -> (setting, point) (in the order first seen) -> each run's episodes to solved (None: unsolved)
+    let mut runs: Vec<(String, Vec<((String, String), Vec<Option<f64>>)>)> = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|e| format!("{}: {e}", table.display()))?;
         let field = |i: usize| record.get(i).unwrap_or_default().to_string();
@@ -556,10 +559,14 @@ fn draw_solved_table(table: &Path, out: &Path) -> Result<(), String> {
             runs.push((field(table_col), Vec::new()));
             runs.len() - 1
         });
-        let settings = &mut runs[at].1;
-        match settings.iter_mut().find(|(s, _)| *s == field(setting_col)) {
+        let point = point_col.map(field).unwrap_or_default();
+        if !points.contains(&point) {
+            points.push(point.clone());
+        }
+        let (settings, key) = (&mut runs[at].1, (field(setting_col), point));
+        match settings.iter_mut().find(|(s, _)| *s == key) {
             Some((_, list)) => list.push(episodes),
-            None => settings.push((field(setting_col), vec![episodes])),
+            None => settings.push((key, vec![episodes])),
         }
     }
     if runs.is_empty() {
@@ -583,16 +590,27 @@ fn draw_solved_table(table: &Path, out: &Path) -> Result<(), String> {
                 .y_label_formatter(&|y| format!("{y:.1}"))
                 .label_style(("sans-serif", 14))
                 .draw()?;
-            for (k, (setting, list)) in settings.iter().enumerate() {
+            let mut names: Vec<&String> = Vec::new(); // a color per setting, the same at every point
+            for ((setting, point), list) in settings {
+                let k = names.iter().position(|s| *s == setting).unwrap_or_else(|| {
+                    names.push(setting);
+                    names.len() - 1
+                });
                 let color = Palette99::pick(k).to_rgba();
                 let n = list.len() as f64;
                 let solved_by = |x: f64| list.iter().filter(|e| e.is_some_and(|e| e <= x)).count() as f64 / n;
-                let points: Vec<(f64, f64)> =
-                    (0..=250).map(|i| (i as f64 * 10.0, solved_by(i as f64 * 10.0))).collect();
-                chart
-                    .draw_series(LineSeries::new(points, color.stroke_width(2)))?
-                    .label(format!("{setting} ({} runs)", list.len()))
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+                let line: Vec<(f64, f64)> = (0..=250).map(|i| (i as f64 * 10.0, solved_by(i as f64 * 10.0))).collect();
+                let label = match point.as_str() {
+                    "" => format!("{setting} ({} runs)", list.len()),
+                    point => format!("{setting}, {point} ({} runs)", list.len()),
+                };
+                let style = color.stroke_width(2);
+                let drawn = if points.first().is_none_or(|first| first == point) {
+                    chart.draw_series(LineSeries::new(line, style))?
+                } else {
+                    chart.draw_series(DashedLineSeries::new(line, 6, 4, style))?
+                };
+                drawn.label(label).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
             }
             chart
                 .configure_series_labels()
