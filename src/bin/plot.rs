@@ -548,8 +548,9 @@ fn draw_solved_table(table: &Path, out: &Path) -> Result<(), String> {
     let (mut reader, col) = open_table(table)?;
     let (table_col, setting_col, episodes_col) = (col("table")?, col("setting")?, col("episodes")?);
     let point_col = col("point").ok();
-    let mut points: Vec<String> = Vec::new(); // in the order first seen
-                                              // table -> (setting, point) (in the order first seen) -> each run's episodes to solved (None: unsolved)
+    // the points (in the order first seen); table -> (setting, point) -> each run's episodes to solved (None:
+    // unsolved), in the order first seen
+    let mut points: Vec<String> = Vec::new();
     let mut runs: Vec<(String, Vec<((String, String), Vec<Option<f64>>)>)> = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|e| format!("{}: {e}", table.display()))?;
