@@ -97,6 +97,12 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
         assert!(md.contains(point), "{point}: {md}");
     }
     assert!(dir.path().join("study_cartpole_solved.png").exists());
+    // --batched: one ppo_seeds process per setting, the same rows
+    let args = ["--points", "report", "--tables", "gamma", "--seeds", "2", "--max-episodes", "15", "--batched"];
+    let (code, stdout, stderr) = study(&[&args[..], &["--out", out]].concat());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let runs = std::fs::read_to_string(dir.path().join("study_cartpole_runs.csv")).expect("the runs");
+    assert_eq!(runs.lines().filter(|l| l.starts_with("report,gamma,") && l.contains(",0,,")).count(), 10, "{runs}");
 }
 
 /// Bad input: exit code 2, one line naming what is wrong.
