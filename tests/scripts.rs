@@ -103,6 +103,14 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     let runs = std::fs::read_to_string(dir.path().join("study_cartpole_runs.csv")).expect("the runs");
     assert_eq!(runs.lines().filter(|l| l.starts_with("report,gamma,") && l.contains(",0,,")).count(), 10, "{runs}");
+    // a switch (--independent-noise) is part of what makes a run another: each noise setting is its own run
+    let args = ["--points", "ppo", "--tables", "noise_indep", "--seeds", "1", "--max-episodes", "15", "--out", out];
+    let (code, stdout, stderr) = study(&args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let runs = std::fs::read_to_string(dir.path().join("study_cartpole_runs.csv")).expect("the runs");
+    let steps: Vec<&str> = runs.lines().skip(1).map(|l| l.rsplit(',').next().unwrap_or_default()).collect();
+    assert_eq!(steps.len(), 4, "{runs}");
+    assert!(steps[1..].iter().any(|s| *s != steps[0]), "the noisy settings ran as the noiseless one: {runs}");
 }
 
 /// Bad input: exit code 2, one line naming what is wrong.
