@@ -140,14 +140,7 @@ fn one_level_is_its_parent() {
         let one_level =
             ["--levels", "61", "--level-steps", "10", "--level-minibatch-size", "20", "--num-iterations", "5"];
         let multi = run(BIN, &[&common[..], &one_level, other].concat());
-        let (p, m) = (parent.assert_ok().csv("updates.csv"), multi.assert_ok().csv("updates.csv"));
-        assert_eq!(p.rows.len(), 5);
-        // debug/adaptive_kl: NaN in both without --adaptive-lr (Extra 1), and NaN is not equal to itself
-        for col in p.header.iter().filter(|h| !common::TIMING_COLUMNS.contains(&h.as_str())) {
-            let (pc, mc) = (p.col(col), m.col(col));
-            assert!(pc.iter().zip(&mc).all(|(a, b)| a == b || a.is_nan() && b.is_nan()), "{other:?}: {col} differs");
-        }
-        assert_eq!(parent.csv("episodes.csv"), multi.csv("episodes.csv"), "{other:?}");
+        common::assert_runs_its_parent(&parent, &multi, 5, &format!("{other:?}"));
     }
 }
 

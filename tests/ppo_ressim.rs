@@ -39,13 +39,7 @@ fn with_the_parents_settings_it_is_the_parent() {
     let stop = ["--clip-vloss", "--target-kl", "inf", "--kl-rule", "cleanrl", "--normalize"];
     let network = ["--hidden-sizes", "64,64", "--shared-trunk", "false", "--log-std-init", "0"];
     let ours = run(BIN, &[&common[..], &settings, &stop, &network].concat());
-    let (p, o) = (parent.assert_ok().csv("updates.csv"), ours.assert_ok().csv("updates.csv"));
-    assert_eq!(p.rows.len(), 5);
-    for col in p.header.iter().filter(|h| !common::TIMING_COLUMNS.contains(&h.as_str())) {
-        let (pc, oc) = (p.col(col), o.col(col));
-        assert!(pc.iter().zip(&oc).all(|(a, b)| a == b || a.is_nan() && b.is_nan()), "{col} differs");
-    }
-    assert_eq!(parent.csv("episodes.csv"), ours.csv("episodes.csv"));
+    common::assert_runs_its_parent(&parent, &ours, 5, "ppo_continuous's settings");
 }
 
 /// Ressim 3, SB3's rule (the default): the update stops at the first minibatch whose approx_kl is above

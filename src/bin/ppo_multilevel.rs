@@ -304,7 +304,7 @@ fn main() {
         let old_logstd = agent.actor_logstd.detach().copy(); // Extra 1: the rollout's log std
 
         // Multilevel 2: levels coarse to fine, each continuing its own episodes (docs/ppo_multilevel.md)
-        let mut batches = Vec::new(); // Multilevel 5: per level its main batch (sign 1), for l > 0 its sync batch (−1)
+        let mut batches = Vec::new(); // Multilevel 5: per level its main batch (sign 1), for l > 0 its sync one (−1)
         for l in 0..n_levels {
             let (envs, mut coarse, next_done) =
                 (&mut level_envs[l], l.checked_sub(1).map(|c| &mut sync_envs[c]), &mut level_next_done[l]);

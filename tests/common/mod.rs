@@ -214,6 +214,19 @@ pub fn assert_same_metrics(a: &Run, b: &Run, c: &Run) {
     assert_ne!(metrics(a).0, metrics(c).0, "a different seed should give different metrics");
 }
 
+/// A variant given its parent's settings runs its parent: every column of the parent's updates.csv (timing
+/// aside) in `rows` rows, equal in the variant's to the bit (NaN where the parent's is NaN: `debug/adaptive_kl`
+/// without `--adaptive-lr`), and the same episodes.csv; `what` names the case in a failure.
+pub fn assert_runs_its_parent(parent: &Run, variant: &Run, rows: usize, what: &str) {
+    let (p, v) = (parent.assert_ok().csv("updates.csv"), variant.assert_ok().csv("updates.csv"));
+    assert_eq!((p.rows.len(), v.rows.len()), (rows, rows), "{what}: rows");
+    for col in p.header.iter().filter(|h| !TIMING_COLUMNS.contains(&h.as_str())) {
+        let (pc, vc) = (p.col(col), v.col(col));
+        assert!(pc.iter().zip(&vc).all(|(a, b)| a == b || a.is_nan() && b.is_nan()), "{what}: {col} differs");
+    }
+    assert_eq!(parent.csv("episodes.csv"), variant.csv("episodes.csv"), "{what}: episodes");
+}
+
 /// One bad value per numeric flag (at or past its edge) shared by ppo, ppo_atari and
 /// ppo_continuous, with the words the one-line error must contain: the flag and the value.
 pub const SHARED_FLAG_EDGES: &[BadInput] = &[
