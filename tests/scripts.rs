@@ -97,12 +97,31 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
         assert!(md.contains(point), "{point}: {md}");
     }
     assert!(dir.path().join("study_cartpole_solved.png").exists());
-    // --batched: one ppo_seeds process per setting, the same rows
-    let args = ["--points", "report", "--tables", "gamma", "--seeds", "2", "--max-episodes", "15", "--batched"];
-    let (code, stdout, stderr) = study(&[&args[..], &["--out", out]].concat());
+    // stopped part way, it goes on where it stopped: the cache's runs are reused, the others run, the same rows
+    let cache_path = dir.path().join("study_cartpole_cache.csv");
+    let cache = std::fs::read_to_string(&cache_path).expect("the cache");
+    assert_eq!(cache.lines().count(), 1 + 2 * 4 * 2, "a run per point, distinct setting and seed: {cache}");
+    let kept: Vec<&str> = cache.lines().take(1 + 13).collect();
+    std::fs::write(&cache_path, kept.join("\n") + "\n").expect("the cache cut back");
+    let (code, stdout, stderr) = study(&args);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let runs = std::fs::read_to_string(dir.path().join("study_cartpole_runs.csv")).expect("the runs");
-    assert_eq!(runs.lines().filter(|l| l.starts_with("report,gamma,") && l.contains(",0,,")).count(), 10, "{runs}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("study_cartpole_runs.csv")).expect("the runs"), runs);
+    assert_eq!(std::fs::read_to_string(&cache_path).expect("the cache").lines().count(), 1 + 16);
+    let md = std::fs::read_to_string(dir.path().join("study_cartpole.md")).expect("the tables");
+    assert!(md.contains("13 of the runs from study_cartpole_cache.csv"), "{md}");
+    // --batched: one ppo_seeds process per setting (in a directory of its own: no cache)
+    let batched_dir = tempfile::tempdir().expect("temp dir");
+    let batched_out = batched_dir.path().to_str().expect("utf-8");
+    let args = ["--points", "report", "--tables", "gamma", "--seeds", "2", "--max-episodes", "15", "--batched"];
+    let (code, stdout, stderr) = study(&[&args[..], &["--out", batched_out]].concat());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let batched = std::fs::read_to_string(batched_dir.path().join("study_cartpole_runs.csv")).expect("the runs");
+    // (the same settings and seeds, not the same runs: ppo_seeds's seeds draw their actions from one stream)
+    let rows = |runs: &str| -> Vec<String> {
+        let row = |l: &str| l.split(',').take(5).collect::<Vec<_>>().join(",");
+        runs.lines().filter(|l| l.starts_with("report,gamma,")).map(row).collect()
+    };
+    assert_eq!(rows(&batched), rows(&runs));
     // a switch (--independent-noise) is part of what makes a run another: each noise setting is its own run
     let args = ["--points", "ppo", "--tables", "noise_indep", "--seeds", "1", "--max-episodes", "15", "--out", out];
     let (code, stdout, stderr) = study(&args);
