@@ -92,9 +92,16 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
         assert!(row[6].parse::<u64>().is_ok_and(|steps| steps > 0), "{row:?}");
     }
     let md = std::fs::read_to_string(dir.path().join("study_cartpole.md")).expect("the tables");
-    assert!(md.contains("## gamma") && md.contains("IQM episodes [95%]") && md.contains("p vs base"), "{md}");
-    for point in ["| PPO's defaults | 0.9 |", "| the report's point | 0.995 |", "| the report's point | base |"] {
-        assert!(md.contains(point), "{point}: {md}");
+    assert!(md.contains("## gamma"), "{md}");
+    for column in ["PPO's defaults: IQM [95%]", "PPO's defaults: p", "the report's point: IQM [95%]", "A3C % solved"] {
+        assert!(md.contains(column), "{column}: {md}");
+    }
+    for setting in ["base", "0.9", "0.98", "0.99", "0.995"] {
+        let row = md.lines().find(|l| l.starts_with(&format!("| {setting} |"))).expect("a row per setting");
+        // each point's % solved, mean episodes (steps), IQM [interval] and p, then the report's two A3C cells
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 1 + 1 + 2 * 4 + 2 + 1, "{row}");
+        assert_eq!((cells[2], cells[3], cells[4], cells[6], cells[8]), ("0", "-", "15 [15, 15]", "0", "15 [15, 15]"));
     }
     assert!(dir.path().join("study_cartpole_solved.png").exists());
     // stopped part way, it goes on where it stopped: the cache's runs are reused, the others run, the same rows
