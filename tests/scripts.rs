@@ -116,6 +116,22 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
     assert_eq!(std::fs::read_to_string(&cache_path).expect("the cache").lines().count(), 1 + 16);
     let md = std::fs::read_to_string(dir.path().join("study_cartpole.md")).expect("the tables");
     assert!(md.contains("13 of the runs from study_cartpole_cache.csv"), "{md}");
+    // a run of another build of the binary is not reused
+    let cache = std::fs::read_to_string(&cache_path).expect("the cache");
+    let rebuilt: Vec<String> = (cache.lines().enumerate())
+        .map(|(n, line)| {
+            let mut cells: Vec<&str> = line.split(',').collect();
+            if n > 0 {
+                cells[1] = "0"; // the build column
+            }
+            cells.join(",")
+        })
+        .collect();
+    std::fs::write(&cache_path, rebuilt.join("\n") + "\n").expect("the cache rewritten");
+    let (code, stdout, stderr) = study(&args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let md = std::fs::read_to_string(dir.path().join("study_cartpole.md")).expect("the tables");
+    assert!(md.contains("; 0 of the runs from study_cartpole_cache.csv"), "{md}");
     // --batched: one ppo_seeds process per setting (in a directory of its own: no cache)
     let batched_dir = tempfile::tempdir().expect("temp dir");
     let batched_out = batched_dir.path().to_str().expect("utf-8");
