@@ -169,4 +169,14 @@ fn study_cartpole_refuses_bad_input() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains(words) && stdout.is_empty(), "{args:?}: {stderr}");
     }
+    // a cache of another shape (an earlier version's, another file) is refused, not appended to
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cache = "binary,flags,max_episodes,seed,episodes,steps,seconds\nppo,,15,1,,344,0.8\n";
+    std::fs::write(dir.path().join("study_cartpole_cache.csv"), cache).expect("a cache");
+    let (code, stdout, stderr) = study(&["--tables", "gamma", "--out", dir.path().to_str().expect("utf-8")]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("is not this script's cache") && stdout.is_empty(), "{stderr}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("study_cartpole_cache.csv")).expect("kept"), cache);
+    assert_eq!(std::fs::read_dir(dir.path()).expect("the directory").count(), 1, "nothing else written");
 }
