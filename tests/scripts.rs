@@ -51,11 +51,15 @@ fn bench_devices_refuses_bad_input() {
         (&["--bins", "ppo nonesuch"][..], "unknown binary nonesuch"),
         (&["--fast"][..], "unknown argument --fast"),
     ] {
-        let (code, stdout, stderr) = bench_devices(args);
-        assert_eq!(code, 2, "{args:?}: {stdout}\n{stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
-        assert!(stderr.contains(words) && stdout.is_empty(), "{args:?}: {stderr}");
+        assert_refused(&bench_devices(args), words, &format!("{args:?}"));
     }
+}
+
+/// Bad input refused: exit code 2, one line on stderr naming `words`, nothing on stdout.
+fn assert_refused((code, stdout, stderr): &(i32, String, String), words: &str, what: &str) {
+    assert_eq!(*code, 2, "{what}: {stdout}\n{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{what}: {stderr}");
+    assert!(stderr.contains(words) && stdout.is_empty(), "{what}: {stderr}");
 }
 
 /// `scripts/study_cartpole ARGS` in a fresh working directory.
@@ -164,19 +168,14 @@ fn study_cartpole_refuses_bad_input() {
         (&["--seeds", "0"][..], "need a positive whole number"),
         (&["--seeds", "many"][..], "invalid int value: 'many'"),
     ] {
-        let (code, stdout, stderr) = study(args);
-        assert_eq!(code, 2, "{args:?}: {stdout}\n{stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
-        assert!(stderr.contains(words) && stdout.is_empty(), "{args:?}: {stderr}");
+        assert_refused(&study(args), words, &format!("{args:?}"));
     }
     // a cache of another shape (an earlier version's, another file) is refused, not appended to
     let dir = tempfile::tempdir().expect("temp dir");
     let cache = "binary,flags,max_episodes,seed,episodes,steps,seconds\nppo,,15,1,,344,0.8\n";
     std::fs::write(dir.path().join("study_cartpole_cache.csv"), cache).expect("a cache");
-    let (code, stdout, stderr) = study(&["--tables", "gamma", "--out", dir.path().to_str().expect("utf-8")]);
-    assert_eq!(code, 2, "{stdout}\n{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("is not this script's cache") && stdout.is_empty(), "{stderr}");
+    let refused = study(&["--tables", "gamma", "--out", dir.path().to_str().expect("utf-8")]);
+    assert_refused(&refused, "is not this script's cache", "another cache");
     assert_eq!(std::fs::read_to_string(dir.path().join("study_cartpole_cache.csv")).expect("kept"), cache);
     assert_eq!(std::fs::read_dir(dir.path()).expect("the directory").count(), 1, "nothing else written");
 }
