@@ -42,7 +42,7 @@ pub struct RunArgs {
     /// seed of the experiment (envs get seed + i, torch gets seed)
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// cuDNN's deterministic algorithms, its autotuner off, as CleanRL's flag (CPU runs are deterministic either way)
+    /// cuDNN's deterministic algorithms, as CleanRL's flag; false also turns cuDNN's autotuner on (CleanRL's stays off)
     #[arg(long, default_value_t = true)]
     pub torch_deterministic: bool,
     /// use CUDA when a GPU is present (`--cuda false` for the CPU)

@@ -214,9 +214,10 @@ extern "C" {
     fn ppo_cublas_allow_tf32() -> bool;
 }
 
-/// `--torch-deterministic`, as CleanRL's `torch.backends.cudnn.deterministic = args.torch_deterministic`
-/// (and the autotuner off with it, as PyTorch's default): cuDNN's deterministic algorithms, so that two
-/// GPU runs of one seed give the same metrics. (CPU runs are deterministic either way.)
+/// `--torch-deterministic`, as CleanRL's `torch.backends.cudnn.deterministic = args.torch_deterministic`:
+/// cuDNN's deterministic algorithms, so that two GPU runs of one seed give the same metrics; the autotuner off
+/// with it (PyTorch's default) and, unlike CleanRL (which leaves it off), on without it. (CPU runs are
+/// deterministic either way.)
 pub fn torch_deterministic(on: bool) {
     tch::Cuda::cudnn_set_benchmark(!on);
     // SAFETY: sets a flag of libtorch's global context (src/cpp/context.cpp)
@@ -233,8 +234,8 @@ pub fn gpu_settings() -> (bool, bool, bool, bool) {
 mod tests {
     use super::*;
 
-    /// `--torch-deterministic` sets what CleanRL's flag sets, read back from libtorch's context; TF32
-    /// stays as PyTorch (and so CleanRL) has it: on for cuDNN's convolutions and RNNs, off for matmuls.
+    /// `--torch-deterministic` sets what CleanRL's flag sets (and the autotuner), read back from libtorch's context;
+    /// TF32 stays as PyTorch (and so CleanRL) has it: on for cuDNN's convolutions and RNNs, off for matmuls.
     #[test]
     fn torch_deterministic_sets_cudnn_and_tf32_stays_pytorchs() {
         torch_deterministic(true);

@@ -102,8 +102,9 @@ pub fn invert_cdf(probs: &Tensor, u: &Tensor) -> Tensor {
     cdf.le_tensor(&u).sum_dim_intlist(-1, false, Kind::Int64)
 }
 
-/// CleanRL's evaluation loop for `--save-model`: 10 episodes of `env` from `seed`, `act` choosing and
-/// taking every action; their returns, for eval.csv.
+/// After CleanRL's evaluation loop for `--save-model` (`cleanrl_utils/evals/ppo_eval.py`): 10 episodes of `env`,
+/// seeded here from `seed` (CleanRL's resets unseeded), `act` choosing and taking every action; their returns, for
+/// eval.csv.
 pub fn play<O>(env: Box<dyn envs::Env<Obs = O>>, seed: u64, mut act: impl FnMut(&mut VecEnv<O>)) -> Vec<f64>
 where
     O: Copy + Default + Send + Sync + 'static,

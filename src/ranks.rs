@@ -85,8 +85,8 @@ pub fn gather_episodes(world: &SimpleCommunicator, mine: &[(u64, f64, u64)]) -> 
     all.chunks(3).enumerate().map(|(row, e)| (rank_of(row), e[0] as u64, e[1], e[2] as u64)).collect()
 }
 
-/// Baselines' check_synced: a hash of each rank's weights, bit for bit; they agree when the
-/// smallest hash over the ranks equals the largest.
+/// After baselines' check_synced (which compares rank 0's weights every 100th step): a hash of each rank's
+/// weights, bit for bit, after every update; they agree when the smallest hash over the ranks equals the largest.
 pub fn weights_in_sync(world: &SimpleCommunicator, flat: &Tensor) -> bool {
     // FNV-1a over the weights' bits
     let hash = to_host(flat)

@@ -88,8 +88,10 @@ const ARTICLE: &[(&str, &[&str])] = &[
 ];
 
 /// Details beyond the article, numbered here.
-const EXTRA: &[&str] =
-    &["KL-adaptive learning rate (TUM end-to-end RL report 3.6: the report's rule, or rsl_rl's for a Gaussian policy)"];
+const EXTRA: &[&str] = &[
+    "KL-adaptive learning rate (TUM end-to-end RL report 3.6: the report's rule, or rsl_rl's for a Gaussian policy)",
+    "reward scale (the TUM report's reward factor, 0.005 in its CartPole study), the logged returns unscaled",
+];
 
 /// Noisy Nets as the TUM report (3.4) and Fortunato et al. 2017 describe them, numbered here.
 const NOISY: &[&str] = &[
@@ -117,9 +119,9 @@ const SEEDS: &[&str] = &[
 const RESSIM: &[&str] = &[
     "the reservoir env: waterflooding on channelized permeability fields, observations and rewards scaled by the \
         env, actions clipped to [0.001, 1], no normalization by default",
-    "the paper's network: SB3's MlpPolicy, one tanh trunk (150-100-80) shared by two linear heads, log std \
+    "the paper's network: SB3 1.x's MlpPolicy, one tanh trunk (150-100-80) shared by two linear heads, log std \
         initialized to -2.9",
-    "the paper's early stop (SB3's): a minibatch's approx_kl above 1.5 x target_kl ends the update before its step",
+    "SB3's early stop (PPO.train): a minibatch's approx_kl above 1.5 x target_kl ends the update before its step",
 ];
 
 /// miniDRL's design (its document's "Distributed Architecture" and "Implementation details"), numbered here.
@@ -133,7 +135,7 @@ const WORKERS: &[&str] = &[
     "rollouts through shared memory (MPI's; TCP between machines): one gather per update, each worker's rollout \
         with its LSTM state before it and what the bootstrap needs, in the learner's buffer",
     "worker 1 continues the learner's random stream, the others their own: one worker draws what ppo_lstm draws",
-    "miniDRL's metrics: experience SPS, learning SPS, the learner's and the workers' waits",
+    "miniDRL's benchmark's measures (experience SPS, learning SPS) per update, and the learner's and workers' waits",
 ];
 
 /// Multilevel PPO (`ppo_multilevel`), its departures from `ppo_ressim`.
@@ -175,7 +177,7 @@ const OWN: &[(&str, Ranges)] = &[
     ("ppo_multidiscrete_mask", &[("MultiDiscrete", 1, 1), ("Aux", 4, 4)]),
     ("ppo_atari_multigpu", &[("Aux", 2, 2)]),
     ("ppo_lstm_workers", &[("Workers", 1, 8)]),
-    ("ppo_noisy", &[("Noisy", 1, 4), ("Extra", 1, 1)]),
+    ("ppo_noisy", &[("Noisy", 1, 4), ("Extra", 1, 2)]),
     ("ppo_seeds", &[("Seeds", 1, 4)]),
 ];
 

@@ -110,6 +110,20 @@ fn save_model_keeps_observation_statistics_and_evaluates() {
     assert!(returns.iter().all(|r| r.is_finite()), "{returns:?}");
 }
 
+/// Extra 1: `--adaptive-lr` sets every rate, so `--anneal-lr` has no effect with it, true or false (the docs say
+/// so); without `--adaptive-lr` the two values differ (so the check can fail).
+#[test]
+fn adaptive_lr_replaces_anneal_lr() {
+    let short = ["--env-id", "Pendulum-v1", "--total-timesteps", "1024", "--num-steps", "256"];
+    let with = |flags: &[&str]| run(BIN, &[&short[..], flags].concat());
+    let adaptive_annealed = with(&["--adaptive-lr", "--anneal-lr", "true"]);
+    let adaptive_constant = with(&["--adaptive-lr", "--anneal-lr", "false"]);
+    common::assert_runs_its_parent(&adaptive_annealed, &adaptive_constant, 4, "--adaptive-lr --anneal-lr");
+    let (annealed, constant) = (with(&["--anneal-lr", "true"]), with(&["--anneal-lr", "false"]));
+    let rates = |r: &Run| r.assert_ok().csv("updates.csv").col("charts/learning_rate");
+    assert_ne!(rates(&annealed), rates(&constant), "without --adaptive-lr, --anneal-lr changes the rate");
+}
+
 /// Extra 1: with `--adaptive-lr`, one minibatch and two epochs (the first adaptation sees a KL of
 /// exactly 0, the policy not having moved, and changes nothing; the second sees the logged
 /// `debug/adaptive_kl`), each update's learning rate is rsl_rl's rule applied to the previous one,

@@ -82,7 +82,7 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     let runs = std::fs::read_to_string(dir.path().join("study_cartpole_runs.csv")).expect("the runs");
     let mut lines = runs.lines();
-    assert_eq!(lines.next(), Some("point,table,setting,seed,solved,episodes,steps"));
+    assert_eq!(lines.next(), Some("point,table,setting,seed,solved,episodes,steps,max_episodes"));
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), 2 * 5 * 2, "{runs}");
     for point in ["ppo", "report"] {
@@ -93,11 +93,13 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
     }
     for row in &rows {
         assert_eq!((row[1], row[4], row[5]), ("gamma", "0", ""), "15 episodes solve nothing: {row:?}");
-        assert!(row[6].parse::<u64>().is_ok_and(|steps| steps > 0), "{row:?}");
+        assert!(row[6].parse::<u64>().is_ok_and(|steps| steps > 0) && row[7] == "15", "{row:?}");
     }
     let md = std::fs::read_to_string(dir.path().join("study_cartpole.md")).expect("the tables");
     assert!(md.contains("## gamma"), "{md}");
-    for column in ["PPO's defaults: IQM [95%]", "PPO's defaults: p", "the report's point: IQM [95%]", "A3C % solved"] {
+    for column in
+        ["PPO's defaults: IQM [95%]", "PPO's defaults: p (Holm)", "the report's point: IQM [95%]", "A3C % solved"]
+    {
         assert!(md.contains(column), "{column}: {md}");
     }
     for setting in ["base", "0.9", "0.98", "0.99", "0.995"] {
@@ -106,6 +108,9 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
         let cells: Vec<&str> = row.split('|').map(str::trim).collect();
         assert_eq!(cells.len(), 1 + 1 + 2 * 4 + 2 + 1, "{row}");
         assert_eq!((cells[2], cells[3], cells[4], cells[6], cells[8]), ("0", "-", "15 [15, 15]", "0", "15 [15, 15]"));
+        // every run at the cap: no difference, p 1 before and after Holm's correction; the base row is the base
+        let test = if setting == "base" { "= base" } else { "1.000 (1.000)" };
+        assert_eq!((cells[5], cells[9]), (test, test), "{row}");
     }
     assert!(dir.path().join("study_cartpole_solved.png").exists());
     // stopped part way, it goes on where it stopped: the cache's runs are reused, the others run, the same rows
@@ -136,6 +141,17 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     let md = std::fs::read_to_string(dir.path().join("study_cartpole.md")).expect("the tables");
     assert!(md.contains("; 0 of the runs from study_cartpole_cache.csv"), "{md}");
+    // --reuse: an earlier study's runs CSV stands for its runs (in a directory of its own): nothing runs again
+    let reuse_dir = tempfile::tempdir().expect("temp dir");
+    let runs_path = dir.path().join("study_cartpole_runs.csv");
+    let reuse_args = [&args[..], &["--reuse", runs_path.to_str().expect("utf-8")]].concat();
+    let reuse_args: Vec<&str> =
+        reuse_args.iter().map(|a| if *a == out { reuse_dir.path().to_str().unwrap_or(out) } else { a }).collect();
+    let (code, stdout, stderr) = study(&reuse_args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(std::fs::read_to_string(reuse_dir.path().join("study_cartpole_runs.csv")).expect("the runs"), runs);
+    let md = std::fs::read_to_string(reuse_dir.path().join("study_cartpole.md")).expect("the tables");
+    assert!(md.contains("; 16 of the runs from study_cartpole_cache.csv"), "{md}");
     // --batched: one ppo_seeds process per setting (in a directory of its own: no cache)
     let batched_dir = tempfile::tempdir().expect("temp dir");
     let batched_out = batched_dir.path().to_str().expect("utf-8");
@@ -154,7 +170,7 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
     let (code, stdout, stderr) = study(&args);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     let runs = std::fs::read_to_string(dir.path().join("study_cartpole_runs.csv")).expect("the runs");
-    let steps: Vec<&str> = runs.lines().skip(1).map(|l| l.rsplit(',').next().unwrap_or_default()).collect();
+    let steps: Vec<&str> = runs.lines().skip(1).map(|l| l.split(',').nth(6).unwrap_or_default()).collect();
     assert_eq!(steps.len(), 4, "{runs}");
     assert!(steps[1..].iter().any(|s| *s != steps[0]), "the noisy settings ran as the noiseless one: {runs}");
 }

@@ -542,8 +542,9 @@ fn draw_workers_table(table: &Path, out: &Path) -> Result<(), String> {
 }
 
 /// scripts/study_cartpole's runs: per table a panel, per setting the fraction of its runs solved by each
-/// episode (a run solved at episode n counts from n on), to the study's 2,500 episodes; where the runs have a
-/// `point` column (the study's base points), a line per setting and point, the second point's dashed.
+/// episode (a run solved at episode n counts from n on), to the study's 2,500 episodes or the last solved run's;
+/// where the runs have a `point` column (the study's base points), a line per setting and point, the second point's
+/// dashed.
 fn draw_solved_table(table: &Path, out: &Path) -> Result<(), String> {
     let (mut reader, col) = open_table(table)?;
     let (table_col, setting_col, episodes_col) = (col("table")?, col("setting")?, col("episodes")?);
@@ -577,12 +578,14 @@ fn draw_solved_table(table: &Path, out: &Path) -> Result<(), String> {
     let draw = || -> Result<(), Box<dyn std::error::Error>> {
         root.fill(&WHITE)?;
         for (area, (name, settings)) in root.split_evenly((runs.len(), 1)).iter().zip(&runs) {
+            let solved = settings.iter().flat_map(|(_, list)| list.iter().flatten());
+            let last = solved.fold(2500.0f64, |m, &e| m.max(e));
             let mut chart = ChartBuilder::on(area)
                 .caption(name, ("sans-serif", 22))
                 .margin(12)
                 .x_label_area_size(40)
                 .y_label_area_size(60)
-                .build_cartesian_2d(0.0..2500.0, 0.0..1.05)?;
+                .build_cartesian_2d(0.0..last, 0.0..1.05)?;
             chart
                 .configure_mesh()
                 .x_desc("episodes")
@@ -600,7 +603,8 @@ fn draw_solved_table(table: &Path, out: &Path) -> Result<(), String> {
                 let color = Palette99::pick(k).to_rgba();
                 let n = list.len() as f64;
                 let solved_by = |x: f64| list.iter().filter(|e| e.is_some_and(|e| e <= x)).count() as f64 / n;
-                let line: Vec<(f64, f64)> = (0..=250).map(|i| (i as f64 * 10.0, solved_by(i as f64 * 10.0))).collect();
+                let line: Vec<(f64, f64)> =
+                    (0..=250).map(|i| i as f64 * last / 250.0).map(|x| (x, solved_by(x))).collect();
                 let label = match point.as_str() {
                     "" => format!("{setting} ({} runs)", list.len()),
                     point => format!("{setting}, {point} ({} runs)", list.len()),

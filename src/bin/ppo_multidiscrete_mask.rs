@@ -80,7 +80,7 @@ struct Args {
 // whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
 ppo_details::experiment!(Args, all_cores);
 
-/// The blog's `make_env`: the env with its episode statistics, no other wrapper.
+/// The blog's `make_env`: the env with its episode statistics (its RecordVideo with --capture-video), no other wrapper
 fn make_env(env_id: &str) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
     Ok(Box::new(RecordEpisodeStatistics::new(envs::make(env_id)?)))
 }

@@ -93,7 +93,7 @@ struct Args {
     /// the target KL divergence threshold (inf: off), checked as --kl-rule says
     #[arg(long, default_value = "0.05", value_parser = kl_target)]
     target_kl: Option<f64>,
-    /// Ressim 3: sb3 (the paper's): stop the update at once when a minibatch's approx_kl is above 1.5 x --target-kl,
+    /// Ressim 3: sb3 (SB3's PPO.train): stop the update at once when a minibatch's approx_kl exceeds 1.5 x --target-kl,
     /// before its step; cleanrl: after an epoch whose last minibatch's approx_kl is above --target-kl
     #[arg(long, value_enum, default_value_t = KlRule::Sb3)]
     kl_rule: KlRule,
@@ -104,7 +104,7 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "150,100,80")]
     #[arg(value_parser = clap::value_parser!(i64).range(1..))]
     hidden_sizes: Vec<i64>,
-    /// Ressim 2: one tanh trunk shared by policy and value (SB3's MlpPolicy); false: two separate MLPs
+    /// Ressim 2: one tanh trunk shared by policy and value (SB3 1.x's MlpPolicy, the paper's); false: two separate MLPs
     #[arg(long, default_value_t = true)]
     shared_trunk: bool,
     /// Ressim 2: initial log standard deviation of the actions
@@ -190,7 +190,7 @@ struct Agent {
 impl Agent {
     fn new(p: &nn::Path, obs_dim: i64, n_actions: i64, args: &Args) -> Agent {
         // tanh layers of the given sizes, then an output layer of the given size and gain when one is given; trunk,
-        // critic, actor, as SB3 (the RNG's order). Layers 0, 2, 4, ...: nn.Sequential's indices (tanh at 1, 3, ...)
+        // critic, actor (SB3: actor before critic). Layers 0, 2, 4, ...: nn.Sequential's indices (tanh at 1, 3, ...)
         let mlp = |p: nn::Path, sizes: &[i64], out: Option<(i64, f64)>| {
             let mut seq = nn::seq();
             for (i, w) in sizes.windows(2).enumerate() {
@@ -203,7 +203,7 @@ impl Agent {
         };
         let sizes = [&[obs_dim][..], &args.hidden_sizes].concat();
         let (trunk, heads_in) = match args.shared_trunk {
-            // Ressim 2: SB3's MlpPolicy with net_arch [150, 100, 80]: one trunk, two linear heads
+            // Ressim 2: SB3 1.x's MlpPolicy (the paper's) with net_arch [150, 100, 80]: one trunk, two linear heads
             true => (mlp(p / "trunk", &sizes, None), vec![sizes[sizes.len() - 1]]),
             false => (nn::seq(), sizes),
         };
@@ -321,7 +321,7 @@ fn main() {
 
             let (mut truncations, mut final_obs) = (Vec::new(), Vec::new()); // (step, env) and its last observation
             for step in 0..num_steps {
-                global_step += num_envs as u64;
+                global_step += num_envs as u64; // every level's main steps are counted (docs/runs.md)
                 let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
                 obs[step] = next_obs.shallow_clone();
                 dones[step].copy_from_slice(&next_done);
@@ -521,7 +521,7 @@ fn main() {
                 loss = level_loss.sum(Kind::Float); // Multilevel 5: loss_MLMC = Σ_l L^l
                 level_losses.push(level_loss.detach());
 
-                // Aux 3, Ressim 3: the paper's early stop (SB3's): a minibatch with an approx_kl above 1.5 x target_kl
+                // Aux 3, Ressim 3: SB3's early stop (PPO.train): a minibatch with an approx_kl above 1.5 x target_kl
                 // ends the update before its step (one host read per minibatch)
                 let main_kls: Vec<&Tensor> =
                     batches.iter().zip(&batch_kls).filter(|(b, _)| b.sign > 0.0).map(|(_, kl)| kl).collect();

@@ -86,11 +86,15 @@ struct Args {
     /// the KL δ between the rollout's policy and the updated one that --adaptive-lr aims at
     #[arg(long, default_value_t = 0.01, value_parser = positive)]
     desired_kl: f64,
+    /// multiply every reward by this for learning (the report's 0.005); the logged episode returns stay the env's
+    #[arg(long, default_value_t = 1.0, value_parser = positive)]
+    reward_scale: f64,
 }
 
 // TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
 // whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
-ppo_details::experiment!(Args, one_core);
+// --reward-scale came after runs were made: theirs resume with the env's rewards
+ppo_details::experiment!(Args, one_core, added_later = &[("reward_scale", "1.0")]);
 
 /// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordVideo` (for env 0) and `RecordEpisodeStatistics`.
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
@@ -282,7 +286,8 @@ fn main() {
             // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
             // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
             envs.step(Action::Discrete(&action_buf));
-            rewards[step].copy_from_slice(&envs.rewards);
+            // Extra 2: the report's reward factor, for learning only (the episode statistics are the env's)
+            rewards[step].iter_mut().zip(&envs.rewards).for_each(|(r, e)| *r = e * args.reward_scale as f32);
             // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
             for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
                 *done = (*term || *trunc) as u8 as f32;
@@ -443,7 +448,6 @@ fn main() {
     }
 }
 
-// Noisy 1's layers tested from outside the tutorial (tests/unit/ppo_noisy.rs, as this file's `tests` module)
 /// Extra 1: the next learning rate from the KL d and the desired KL δ, within [1e-5, 1e-2] (rsl_rl's bounds, not
 /// the report's: a settled policy's rate would double without bound): the TUM report's rule (3.6), / 2 when d > 1.5δ,
 /// x 2 when d < δ / 1.5, as ppo_continuous's `--adaptive-lr-rule tum` writes it.
@@ -458,6 +462,7 @@ fn adapt_lr(lr: f64, kl: f64, desired_kl: f64) -> f64 {
     }
 }
 
+// Noisy 1's layers tested from outside the tutorial (tests/unit/ppo_noisy.rs, as this file's `tests` module)
 #[cfg(test)]
 #[path = "../../tests/unit/ppo_noisy.rs"]
 mod tests;

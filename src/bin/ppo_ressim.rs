@@ -90,7 +90,7 @@ struct Args {
     /// the target KL divergence threshold (inf: off), checked as --kl-rule says
     #[arg(long, default_value = "0.05", value_parser = kl_target)]
     target_kl: Option<f64>,
-    /// Ressim 3: sb3 (the paper's): stop the update at once when a minibatch's approx_kl is above 1.5 x --target-kl,
+    /// Ressim 3: sb3 (SB3's PPO.train): stop the update at once when a minibatch's approx_kl exceeds 1.5 x --target-kl,
     /// before its step; cleanrl: after an epoch whose last minibatch's approx_kl is above --target-kl
     #[arg(long, value_enum, default_value_t = KlRule::Sb3)]
     kl_rule: KlRule,
@@ -101,7 +101,7 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "150,100,80")]
     #[arg(value_parser = clap::value_parser!(i64).range(1..))]
     hidden_sizes: Vec<i64>,
-    /// Ressim 2: one tanh trunk shared by policy and value (SB3's MlpPolicy); false: two separate MLPs
+    /// Ressim 2: one tanh trunk shared by policy and value (SB3 1.x's MlpPolicy, the paper's); false: two separate MLPs
     #[arg(long, default_value_t = true)]
     shared_trunk: bool,
     /// Ressim 2: initial log standard deviation of the actions
@@ -168,7 +168,7 @@ struct Agent {
 impl Agent {
     fn new(p: &nn::Path, obs_dim: i64, n_actions: i64, args: &Args) -> Agent {
         // tanh layers of the given sizes, then an output layer of the given size and gain when one is given; trunk,
-        // critic, actor, as SB3 (the RNG's order). Layers 0, 2, 4, ...: nn.Sequential's indices (tanh at 1, 3, ...)
+        // critic, actor (SB3: actor before critic). Layers 0, 2, 4, ...: nn.Sequential's indices (tanh at 1, 3, ...)
         let mlp = |p: nn::Path, sizes: &[i64], out: Option<(i64, f64)>| {
             let mut seq = nn::seq();
             for (i, w) in sizes.windows(2).enumerate() {
@@ -181,7 +181,7 @@ impl Agent {
         };
         let sizes = [&[obs_dim][..], &args.hidden_sizes].concat();
         let (trunk, heads_in) = match args.shared_trunk {
-            // Ressim 2: SB3's MlpPolicy with net_arch [150, 100, 80]: one trunk, two linear heads
+            // Ressim 2: SB3 1.x's MlpPolicy (the paper's) with net_arch [150, 100, 80]: one trunk, two linear heads
             true => (mlp(p / "trunk", &sizes, None), vec![sizes[sizes.len() - 1]]),
             false => (nn::seq(), sizes),
         };
@@ -410,7 +410,7 @@ fn main() {
                 entropy_loss = entropy.mean(Kind::Float);
                 loss = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
 
-                // Aux 3, Ressim 3: the paper's early stop (SB3's): a minibatch with an approx_kl above 1.5 x target_kl
+                // Aux 3, Ressim 3: SB3's early stop (PPO.train): a minibatch with an approx_kl above 1.5 x target_kl
                 // ends the update before its step (one host read per minibatch)
                 stop = args.kl_rule == KlRule::Sb3
                     && args.target_kl.is_some_and(|target_kl| approx_kl.double_value(&[]) > 1.5 * target_kl);
