@@ -692,7 +692,8 @@ fn paragraphs(page: &Path) -> Vec<(usize, String, bool)> {
 
 #[test]
 fn every_same_and_refused_names_what_shows_it() {
-    let tests: String = code_files().into_iter().filter(|(p, _)| p.starts_with("tests")).map(|(_, t)| t).collect();
+    // the suite's tests, and the library's and envs' unit tests
+    let tests: String = code_files().into_iter().map(|(_, t)| t).filter(|t| t.contains("#[test]")).collect();
     let mut unshown = Vec::new();
     for page in pages() {
         for (line, text, console) in paragraphs(&page) {
@@ -752,6 +753,7 @@ fn every_measured_figure_carries_its_source() {
     let mut bare = Vec::new();
     for page in pages() {
         for (line, text) in sections(&page).iter().filter(|(_, t)| measures(t)) {
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
             // a script, a test, an example or a binary's command line measured it
             let script = ["scripts/", "tests/", "--example", "`ppo", "`cargo run"].iter().any(|s| text.contains(s));
             // or, for an old figure, that they were not kept

@@ -58,6 +58,28 @@ fn without_noise_it_is_ppo() {
     assert_eq!(metrics(&noisy), metrics(&ppo));
 }
 
+/// Extra 2: `--reward-scale` scales the rewards PPO learns from, not the episodes it logs: the first rollout (the
+/// policy not yet updated) ends the same episodes with the same returns, the value loss shrinks with the returns,
+/// and the ratio stays 1; `--reward-scale 1` is the default's run.
+#[test]
+fn reward_scale_scales_what_is_learned_not_what_is_logged() {
+    let args = ["--total-timesteps", "1024", "--noisy", "none", "--seed", "3"];
+    let plain = run(BIN, &args);
+    let one = run(BIN, &[&args[..], &["--reward-scale", "1"]].concat());
+    let scaled = run(BIN, &[&args[..], &["--reward-scale", "0.005"]].concat());
+    assert_eq!(metrics(&plain.assert_ok()), metrics(&one.assert_ok()));
+    assert_ratio_one(&scaled.assert_ok());
+    let first_update = |r: &Run| -> Vec<Vec<String>> {
+        let episodes = r.csv("episodes.csv");
+        episodes.rows.into_iter().filter(|row| row[0].parse::<f64>().is_ok_and(|step| step <= 512.0)).collect()
+    };
+    assert!(!first_update(&plain).is_empty());
+    assert_eq!(first_update(&plain), first_update(&scaled), "the first rollout's episodes, unscaled");
+    let value_loss = |r: &Run| r.csv("updates.csv").col("losses/value_loss")[0];
+    let ratio = value_loss(&scaled) / value_loss(&plain);
+    assert!(ratio < 0.05, "the value loss with rewards x 0.005: {ratio} of the unscaled one");
+}
+
 /// Each setting learns: CartPole-v1's return over the last 20 episodes of a 60k-step run is well above
 /// a random policy's (about 22).
 #[test]
@@ -146,6 +168,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
         &[
             (&["--noisy", "all"], &[], "'all' for '--noisy"),
             (&["--desired-kl", "0"], &[], "'0' for '--desired-kl"),
+            (&["--reward-scale", "0"], &[], "'0' for '--reward-scale"),
             (&["--env-id", "HalfCheetah-v4"], &[], "run it with ppo_continuous;"),
         ],
     );
