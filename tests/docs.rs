@@ -398,13 +398,26 @@ fn every_command_shown_runs() {
     for s in &shown {
         eprintln!("{:?}\t{}\t{}", kind(s), s.at, s.command);
     }
-    for s in shown.iter().filter(|s| matches!(kind(s), Kind::Run | Kind::Console)) {
-        if !seen.insert((s.command.clone(), s.expected.clone())) {
-            continue;
+    let to_run: Vec<&Shown> = shown
+        .iter()
+        .filter(|s| matches!(kind(s), Kind::Run | Kind::Console))
+        .filter(|s| seen.insert((s.command.clone(), s.expected.clone())))
+        .collect();
+    // two at a time (most runs are one process on one core), each taking the next one not taken
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                while let Some(s) = to_run.get(next.fetch_add(1, std::sync::atomic::Ordering::SeqCst)) {
+                    eprintln!("{}: {}", s.at, s.command);
+                    let failure = check_run(s);
+                    failures.lock().unwrap_or_else(|e| e.into_inner()).extend(failure);
+                }
+            });
         }
-        eprintln!("{}: {}", s.at, s.command);
-        failed.extend(check_run(s));
-    }
+    });
+    failed.extend(failures.into_inner().unwrap_or_else(|e| e.into_inner()));
     for s in shown.iter().filter(|s| kind(s) == Kind::Checked) {
         // the script's own parser: its `--flag)` case labels, argparse's "--flag"
         let script = s.command.split_whitespace().next().expect("a script");
