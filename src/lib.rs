@@ -202,6 +202,9 @@ macro_rules! experiment {
     ($args:ty, torch_on_all_cores) => {
         $crate::experiment!($args, ($crate::all_cores(), 1), |_: &$args| Ok::<(), String>(()));
     };
+    ($args:ty, torch_on_all_cores, check = $check:expr) => {
+        $crate::experiment!($args, ($crate::all_cores(), 1), $check);
+    };
     ($args:ty, one_core, check = $check:expr) => {
         $crate::experiment!($args, (1, 1), $check);
     };

@@ -360,7 +360,13 @@ impl RunLog {
         if self.rows == 0 {
             self.updates.write_record(row.iter().map(|(name, _)| name))?;
         }
-        self.updates.write_record(row.iter().map(|(_, value)| value.to_string()))?;
+        // a seed as the integer it is (an f64 holds 53 bits: --seed 2^64 - 2 and 2^64 - 1 would print alike)
+        let seed = self.seeds.get(k).map(|s| s.seed);
+        let cell = |(name, value): &(&str, f64)| match (*name, seed) {
+            ("seed", Some(seed)) => seed.to_string(),
+            _ => value.to_string(),
+        };
+        self.updates.write_record(row.iter().map(cell))?;
         let step = row.iter().find(|(name, _)| *name == "global_step").map_or(0, |(_, v)| *v as i64);
         let tb = self.seeds.get_mut(k).map_or(&mut self.tb, |seed| &mut seed.tb);
         for (tag, value) in row.iter().filter(|(name, _)| name.contains('/')) {

@@ -104,7 +104,7 @@ fn events_from(
         let step = header.iter().position(|h| h == "global_step").unwrap_or(0);
         let seed_column = header.iter().position(|h| h == "seed");
         let ours = |row: &csv::StringRecord| match (seed_column, seed) {
-            (Some(i), Some(seed)) => row[i].parse::<f64>().is_ok_and(|s| s == seed as f64),
+            (Some(i), Some(seed)) => row[i].parse::<u64>().is_ok_and(|s| s == seed),
             (None, None) => true,
             _ => false, // a log of seeds has no events of its own; a seed's are in a log of seeds
         };

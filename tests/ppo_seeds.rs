@@ -215,9 +215,31 @@ fn bad_input_is_one_line_exit_2() {
             (&["--num-minibatches", "3"], &[], "divisible by --num-minibatches (3)"),
             (&["--total-timesteps", "100"], &[], "below one batch"),
             (&["--env-id", "Pendulum-v1"], &[], "Pendulum-v1"),
+            // seed k's env e is --seed + k + e: a range past 2^64 - 1 would wrap to seed 0
+            (&["--num-seeds", "3", "--seed", "18446744073709551614"], &[], "past 2^64 - 1"),
         ],
     );
     assert_bad_input(BIN, common::SHARED_FLAG_EDGES);
+}
+
+/// Seeds are whole numbers, written as such: two seeds near 2^64 (which an f64 cannot tell apart) have rows of
+/// their own in updates.csv and episodes.csv, each with its seed's digits; `plot` reads them.
+#[test]
+fn seeds_near_2_to_the_64_are_written_exactly() {
+    let (first, second) = ("18446744073709551612", "18446744073709551613");
+    let args = ["--num-seeds", "2", "--num-envs", "2", "--seed", first, "--total-timesteps", "512"];
+    let r = run(BIN, &args);
+    r.assert_ok();
+    for file in ["updates.csv", "episodes.csv"] {
+        let table = r.csv(file);
+        let seeds: Vec<&str> = table.rows.iter().map(|row| row[table.col_index("seed")].as_str()).collect();
+        assert!(seeds.iter().all(|s| [first, second].contains(s)), "{file}: {seeds:?}");
+        assert!(seeds.contains(&first) && seeds.contains(&second), "{file}: {seeds:?}");
+    }
+    let png = r.workdir.path().join("seeds.png");
+    let plot = std::process::Command::new(env!("CARGO_BIN_EXE_plot")).arg(r.dir()).arg("--out").arg(&png).output();
+    let plot = plot.expect("plot starts");
+    assert!(plot.status.success() && png.exists(), "{}", String::from_utf8_lossy(&plot.stderr));
 }
 
 /// Seeds learn as separate `ppo` runs do: four seeds for 60k steps each, beside `ppo --seed 1..4`: each

@@ -76,7 +76,7 @@ fn open_table(path: &Path) -> Result<(csv::Reader<std::fs::File>, Columns), Stri
 
 /// For each update of a run: its global step and the seconds of collection and learning up to
 /// its end (from updates.csv).
-fn read_elapsed(dir: &Path, seed: Option<f64>) -> Result<Vec<(f64, f64)>, String> {
+fn read_elapsed(dir: &Path, seed: Option<u64>) -> Result<Vec<(f64, f64)>, String> {
     let path = dir.join("updates.csv");
     let (mut reader, col) = open_table(&path)?;
     let (step, collect, learn) =
@@ -89,10 +89,8 @@ fn read_elapsed(dir: &Path, seed: Option<f64>) -> Result<Vec<(f64, f64)>, String
         let num = |i: usize| {
             record.get(i).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| format!("{}: bad row", path.display()))
         };
-        if let Some(i) = seed_column {
-            if Some(num(i)?) != seed {
-                continue;
-            }
+        if seed_column.is_some_and(|i| record.get(i).and_then(|s| s.parse::<u64>().ok()) != seed) {
+            continue;
         }
         elapsed += num(collect)? + num(learn)?;
         out.push((num(step)?, elapsed));
@@ -110,8 +108,8 @@ struct Curve {
 }
 
 /// The (x, y) pairs of two named columns of a CSV file, one per row (with `seed`, the rows of that
-/// seed: a run of several seeds, `ppo_seeds`'s, has a column `seed`).
-fn read_xy(path: &Path, x: &str, y: &str, seed: Option<f64>) -> Result<Vec<(f64, f64)>, String> {
+/// seed: a run of several seeds, `ppo_seeds`'s, has a column `seed`, of whole numbers up to 2^64 - 1).
+fn read_xy(path: &Path, x: &str, y: &str, seed: Option<u64>) -> Result<Vec<(f64, f64)>, String> {
     let (mut reader, col) = open_table(path)?;
     let (x, y, seed_column) = (col(x)?, col(y)?, seed.map(|_| col("seed")).transpose()?);
     let mut out = Vec::new();
@@ -123,10 +121,8 @@ fn read_xy(path: &Path, x: &str, y: &str, seed: Option<f64>) -> Result<Vec<(f64,
                 .and_then(|s| s.parse::<f64>().ok())
                 .ok_or_else(|| format!("{}: bad row {record:?}", path.display()))
         };
-        if let Some(i) = seed_column {
-            if Some(num(i)?) != seed {
-                continue;
-            }
+        if seed_column.is_some_and(|i| record.get(i).and_then(|s| s.parse::<u64>().ok()) != seed) {
+            continue;
         }
         out.push((num(x)?, num(y)?));
     }
@@ -134,14 +130,15 @@ fn read_xy(path: &Path, x: &str, y: &str, seed: Option<f64>) -> Result<Vec<(f64,
 }
 
 /// The seeds of a run of several (the values of updates.csv's column `seed`, in order), or `[None]`.
-fn seeds_of(dir: &Path) -> Result<Vec<Option<f64>>, String> {
+fn seeds_of(dir: &Path) -> Result<Vec<Option<u64>>, String> {
     let path = dir.join("updates.csv");
-    let Ok((_, col)) = open_table(&path) else { return Ok(vec![None]) }; // read_run says what is wrong
-    if col("seed").is_err() {
-        return Ok(vec![None]);
-    }
-    let mut seeds: Vec<Option<f64>> = Vec::new();
-    for (_, seed) in read_xy(&path, "seed", "seed", None)? {
+    let Ok((mut reader, col)) = open_table(&path) else { return Ok(vec![None]) }; // read_run says what is wrong
+    let Ok(column) = col("seed") else { return Ok(vec![None]) };
+    let mut seeds: Vec<Option<u64>> = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| format!("{}: {e}", path.display()))?;
+        let seed = record.get(column).and_then(|s| s.parse::<u64>().ok());
+        let seed = seed.ok_or_else(|| format!("{}: a seed that is not a whole number: {record:?}", path.display()))?;
         if !seeds.contains(&Some(seed)) {
             seeds.push(Some(seed));
         }
@@ -152,7 +149,7 @@ fn seeds_of(dir: &Path) -> Result<Vec<Option<f64>>, String> {
 /// One run's curve, or with `seed` one seed's of a run of several.
 fn read_run(
     dir: &Path,
-    seed: Option<f64>,
+    seed: Option<u64>,
     window: usize,
     x_axis: XAxis,
     metric: Option<&str>,

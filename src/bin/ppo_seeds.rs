@@ -20,7 +20,7 @@ struct Args {
     /// record env 0's games, every frame, on CleanRL's schedule, as GIFs in videos/<run-name>/
     #[arg(long, default_value_t = false)]
     capture_video: bool,
-    /// the number of seeds trained at once: --seed, --seed + 1, ..., each as `ppo --seed k` trains it alone
+    /// the number of seeds trained at once: --seed, --seed + 1, ..., each with `ppo --seed k`'s networks and envs
     #[arg(long, default_value_t = 3, value_parser = at_least_one)]
     num_seeds: usize,
     /// the id of the environment (CartPole-v1, Acrobot-v1, MountainCar-v0; without velocities: CartPoleNoVel-v1, ...)
@@ -82,7 +82,15 @@ struct Args {
 // TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
 // whole minibatches, one batch at least); default threads: torch_on_all_cores, every core for libtorch, 1 env
 // (Seeds 1: the seeds' products and elementwise ops are large enough to split; the envs' steps are not)
-ppo_details::experiment!(Args, torch_on_all_cores);
+ppo_details::experiment!(Args, torch_on_all_cores, check = seeds_fit);
+
+/// Seeds 2: seed k's env e is seeded with --seed + k + e, as `ppo --seed k`'s env e: the last must fit in 64 bits
+fn seeds_fit(a: &Args) -> Result<(), String> {
+    let (seed, seeds, envs) = (a.run.seed, a.num_seeds, a.num_envs);
+    let err =
+        format!("--seed {seed} with --num-seeds {seeds} and --num-envs {envs} seeds envs past 2^64 - 1: lower --seed");
+    seed.checked_add((seeds - 1 + envs - 1) as u64).map(|_| ()).ok_or(err)
+}
 
 /// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordVideo` (for env 0) and `RecordEpisodeStatistics`.
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
