@@ -661,8 +661,19 @@ fn every_name_cited_exists() {
 }
 
 /// What a sentence says that a test must show: that two runs are the same, or that an input is refused.
-const CLAIMS: &[&str] =
-    &["bit for bit", "metric for metric", "to the bit", "is refused", "are refused", "refused in one line"];
+const CLAIMS: &[&str] = &[
+    "bit for bit",
+    "metric for metric",
+    "to the bit",
+    "to the step",
+    "identical",
+    " equals ",
+    "the same metrics",
+    "same result",
+    "is refused",
+    "are refused",
+    "refused in one line",
+];
 
 /// The paragraphs of a page (list items apart), each with its first line and whether a `console` block follows it.
 fn paragraphs(page: &Path) -> Vec<(usize, String, bool)> {
