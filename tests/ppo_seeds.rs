@@ -204,6 +204,21 @@ fn each_seeds_model_is_a_ppo_model() {
     assert_eq!(eval.col("seed"), [vec![4.0; 10], vec![5.0; 10]].concat());
 }
 
+/// Seeds 3 with `--target-kl`: a seed that stops logs where it stopped, as `ppo` logs the minibatch its update
+/// stopped at. At a target between the two seeds' first-epoch KLs (seed 1's 1.1e-5, seed 2's 2.9e-5, measured),
+/// seed 2 stops after its first epoch: its row (losses, KLs, clip fraction, gradient norm) is then the row of a
+/// one-epoch update, while seed 1, which goes on, logs its second epoch's values (so the comparison can fail:
+/// logging every seed's last minibatch, as before, gave seed 2 its second epoch's too).
+#[test]
+fn a_stopped_seed_logs_where_it_stopped() {
+    let args = ["--num-seeds", "2", "--total-timesteps", "512", "--target-kl", "0.00002"];
+    let four = run(BIN, &[&args[..], &["--update-epochs", "4"]].concat());
+    let one = run(BIN, &[&args[..], &["--update-epochs", "1"]].concat());
+    let updates = |r: &Run, seed: f64| of_seed(&r.assert_ok().csv("updates.csv").without(TIMING_COLUMNS), seed);
+    assert_eq!(updates(&four, 2.0), updates(&one, 2.0), "seed 2 stopped after epoch 1: its first epoch's values");
+    assert_ne!(updates(&four, 1.0), updates(&one, 1.0), "seed 1 went on past its first epoch");
+}
+
 /// Bad input: one line, exit code 2, nothing written.
 #[test]
 fn bad_input_is_one_line_exit_2() {

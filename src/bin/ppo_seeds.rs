@@ -293,6 +293,8 @@ fn main() {
         let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::new());
         let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
         let mut stepping = vec![true; args.num_seeds]; // Seeds 3: the seeds not stopped by their target KL
+                                                       // Seeds 3: each seed's values and minibatches up to where it stopped
+        let (mut logged, mut stepped_minibatches) = (Vec::new(), vec![0; args.num_seeds]);
         let seed_rows = Tensor::arange(num_seeds, (Kind::Int64, device)).view([-1, 1]);
         for _epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
@@ -348,7 +350,13 @@ fn main() {
                 // Core 11: global gradient-norm clipping (Seeds 3: each seed's own norm)
                 grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
                 optimizer.step_seeds(lr, &stepping); // Seeds 3: a stopped seed's weights and Adam state stay
+                stepped_minibatches.iter_mut().zip(&stepping).for_each(|(n, stepping)| *n += *stepping as usize);
             }
+            // Seeds 3: a seed logs the last minibatch it stepped on, as `ppo` logs the one it stopped at
+            let now = [&pg_loss, &v_loss, &entropy_loss, &old_approx_kl, &approx_kl, &grad_norm, &loss];
+            let stepped = Tensor::from_slice(&stepping).to_device(device);
+            logged =
+                now.iter().enumerate().map(|(i, now)| now.where_self(&stepped, logged.get(i).unwrap_or(now))).collect();
             // Aux 3: early stopping once the KL of the last minibatch passes the target (Seeds 3: per seed)
             if let Some(target_kl) = args.target_kl {
                 let kl = ppo_details::read_host(&[&approx_kl]);
@@ -373,8 +381,20 @@ fn main() {
         // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
         // every ratio exactly 1: the tests check)
         let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean_dim(-1, false, Kind::Float);
+        // Seeds 3: a stopped seed's values where it stopped, its clip fraction over the minibatches it stepped on
+        let [pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss] =
+            <[Tensor; 7]>::try_from(logged).expect("an epoch's values");
+        let devs = Tensor::cat(&ratio_devs, 1);
+        let stepped_rows = |k: i64| (stepped_minibatches[k as usize] * minibatch_size) as i64;
+        let clipfrac_all = match stepped_minibatches.iter().all(|&n| n == ratio_devs.len()) {
+            true => clipfrac(&devs),
+            false => Tensor::stack(
+                &(0..num_seeds).map(|k| clipfrac(&devs.get(k).narrow(0, 0, stepped_rows(k)))).collect::<Vec<_>>(),
+                0,
+            ),
+        };
         // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
-        // (Seeds 4: a row per seed, its value of each [seeds] tensor; a seed stopped early: the last minibatch's)
+        // (Seeds 4: a row per seed, its value of each [seeds] tensor; a seed stopped early: where it stopped)
         let row = [
             ("iteration", OnHost(iteration as f64)),
             ("global_step", OnHost(global_step as f64)),
@@ -385,7 +405,7 @@ fn main() {
             ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
             ("losses/approx_kl", OnDevice(&approx_kl)),
-            ("losses/clipfrac", OnDevice(&clipfrac(&Tensor::cat(&ratio_devs, 1)))),
+            ("losses/clipfrac", OnDevice(&clipfrac_all)),
             ("losses/explained_variance", OnHostEach(&explained_vars)),
             ("debug/first_mb_max_ratio_dev", OnDevice(&ratio_devs[0].amax(-1, false))),
             ("debug/first_mb_clipfrac", OnDevice(&clipfrac(&ratio_devs[0]))),
