@@ -293,8 +293,8 @@ fn main() {
         let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::new());
         let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
         let mut stepping = vec![true; args.num_seeds]; // Seeds 3: the seeds not stopped by their target KL
-                                                       // Seeds 3: each seed's values and minibatches up to where it stopped
-        let (mut logged, mut stepped_minibatches) = (Vec::new(), vec![0; args.num_seeds]);
+        let mut logged = Vec::new(); // Seeds 3: each seed's values where it stopped
+        let mut stepped_minibatches = vec![0; args.num_seeds]; // Seeds 3: and the minibatches it stepped on
         let seed_rows = Tensor::arange(num_seeds, (Kind::Int64, device)).view([-1, 1]);
         for _epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
