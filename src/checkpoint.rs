@@ -41,6 +41,9 @@ pub(crate) fn write(
     }
     if let Some(seeds) = &optimizer.seeds {
         tensors.insert("adam.seed_steps".into(), Tensor::from_slice(&seeds.steps));
+        let stopped_at: Vec<i64> = seeds.stopped_at.iter().map(|&at| at as i64).collect();
+        tensors.insert("adam.seed_stopped_at".into(), Tensor::from_slice(&stopped_at));
+        // for good, at that update
     }
     for (i, handle) in stats.iter().enumerate() {
         let rms = handle.lock();
@@ -130,6 +133,11 @@ impl Start {
                     return Err(format!("it holds {} seeds, this run has {}", steps.len(), seeds.steps.len()));
                 }
                 seeds.steps = steps;
+                // a seed stopped for good stays stopped (a checkpoint written before there were such seeds: none)
+                if let Some(stopped_at) = tensors.get("adam.seed_stopped_at") {
+                    let stopped_at = Vec::<i64>::try_from(stopped_at).map_err(|e| e.to_string())?;
+                    seeds.stopped_at = stopped_at.iter().map(|&at| at as usize).collect();
+                }
             }
             if stats.len() != meta.stats {
                 return Err(format!("it holds {} running statistics, this run has {}", meta.stats, stats.len()));

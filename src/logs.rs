@@ -331,7 +331,25 @@ impl RunLog {
             }
             None => {}
         }
-        if let Some(k) = losses.iter().position(|loss| !loss.is_finite()) {
+        // with seeds, a seed stopped for good (non-finite, its column `debug/nonfinite_at_update`): a line, once
+        for (seed, row) in self.seeds.iter_mut().zip(&rows) {
+            let at = row.iter().find(|(n, _)| *n == "debug/nonfinite_at_update").map_or(0.0, |(_, v)| *v) as usize;
+            if at > 0 && seed.stopped_at == 0 {
+                seed.stopped_at = at;
+                let get = |name: &str| row.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
+                let losses =
+                    ["policy_loss", "value_loss", "entropy"].map(|c| format!("{c} {}", get(&format!("losses/{c}"))));
+                let line = format!(
+                    "seed {} stopped at update {at}: its loss or gradient became non-finite ({}); its weights and \
+                     Adam state stay those of its last finite step, the other seeds go on",
+                    seed.seed,
+                    losses.join(", ")
+                );
+                self.bar.as_ref().map_or_else(|| eprintln!("{line}"), |bar| bar.suspend(|| eprintln!("{line}")));
+            }
+        }
+        let stopped = |k: usize| self.seeds.get(k).is_some_and(|seed| seed.stopped_at > 0);
+        if let Some(k) = (0..losses.len()).find(|&k| !losses[k].is_finite() && !stopped(k)) {
             let get = |name: &str| rows[k].iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
             let losses =
                 ["losses/policy_loss", "losses/value_loss", "losses/entropy"].map(|c| format!("{c} {}", get(c)));
@@ -477,6 +495,20 @@ impl RunLog {
         println!("eval: mean episodic return {mean:.1} over {} episodes", returns.len());
     }
 
+    /// The end of a run of seeds: exit code 1 when a seed stopped for good (non-finite), once the others
+    /// finished and were saved (the run directory's line first, as at any end).
+    pub fn end(self) {
+        let stopped: Vec<String> = (self.seeds.iter().filter(|seed| seed.stopped_at > 0))
+            .map(|seed| format!("{} (at update {})", seed.seed, seed.stopped_at))
+            .collect();
+        let dir = self.dir.display().to_string();
+        drop(self);
+        if !stopped.is_empty() {
+            let seeds = stopped.join(", ");
+            fail(1, format!("seeds stopped non-finite: {seeds}; the other seeds ran to the end; all are in {dir}"));
+        }
+    }
+
     /// Ends the progress bar where it stands, then fails with exit code 1 (metrics so far are kept).
     pub fn fail(&self, msg: String) -> ! {
         if let Some(bar) = &self.bar {
@@ -506,6 +538,8 @@ struct SeedEvents {
     tb: tboard::EventWriter<std::fs::File>,
     /// the events file again, for its fsync
     file: Option<std::fs::File>,
+    /// the update at which the seed was stopped for good (non-finite), 0 while it steps
+    stopped_at: usize,
 }
 
 impl SeedEvents {
@@ -515,7 +549,7 @@ impl SeedEvents {
         std::fs::create_dir_all(&seed_dir)?;
         let tb = resume_logs::events_anew(&seed_dir, dir, Some(seed))?;
         let file = tb.filename().map(std::fs::File::open).transpose()?;
-        Ok(SeedEvents { seed, tb, file })
+        Ok(SeedEvents { seed, tb, file, stopped_at: 0 })
     }
 }
 

@@ -54,22 +54,19 @@ impl FlatAdam {
     }
 
     /// Adam for `seeds` networks stacked in `vs`, each parameter with the seeds as its first dimension
-    /// (`[seeds, ...]`, each seed's values contiguous): [`FlatAdam::clip_grad_norm`] clips each seed's
-    /// gradient by its own norm, and [`FlatAdam::step_seeds`] moves only the seeds still stepping, each
-    /// with its own step count. `flat` is laid out as [`FlatAdam::new`] lays it out, parameter after
-    /// parameter, so that every parameter stays one contiguous block (as autograd lays out gradients).
+    /// (`[seeds, ...]`, each seed's values contiguous): [`FlatAdam::step_seeds`] moves only the seeds still
+    /// stepping, each with its own step count, and a seed stopped for good ([`FlatAdam::stop_for_good`]) never
+    /// moves again. `flat` is laid out as [`FlatAdam::new`] lays it out, parameter after parameter, so that every
+    /// parameter stays one contiguous block (as autograd lays out gradients).
     pub fn new_seeds(vs: &nn::VarStore, eps: f64, seeds: usize) -> FlatAdam {
         let mut adam = FlatAdam::new(vs, eps);
-        let (n, mut offset) = (seeds as i64, 0);
-        let (mut seed_of, mut blocks) = (Vec::new(), Vec::new());
+        let mut seed_of = Vec::new();
         for p in vs.trainable_variables() {
-            let per_seed = p.numel() as i64 / n;
-            blocks.push((offset, per_seed));
-            (0..n).for_each(|k| seed_of.extend(std::iter::repeat_n(k, per_seed as usize)));
-            offset += per_seed * n;
+            let per_seed = p.numel() / seeds;
+            (0..seeds as i64).for_each(|k| seed_of.extend(std::iter::repeat_n(k, per_seed)));
         }
-        let (seed_of, steps) = (Tensor::from_slice(&seed_of).to_device(adam.flat.device()), vec![0; seeds]);
-        adam.seeds = Some(Seeds { seed_of, blocks, steps });
+        let seed_of = Tensor::from_slice(&seed_of).to_device(adam.flat.device());
+        adam.seeds = Some(Seeds { seed_of, steps: vec![0; seeds], stopped_at: vec![0; seeds] });
         adam
     }
 
@@ -78,35 +75,12 @@ impl FlatAdam {
     }
 
     /// `nn.utils.clip_grad_norm_`: scales the gradients so that their global norm is at most
-    /// `max_norm`; returns the norm before, left on the device (no sync per minibatch). With seeds,
-    /// each seed's gradient by its own norm, returned as `[seeds]`.
+    /// `max_norm`; returns the norm before, left on the device (no sync per minibatch).
     pub fn clip_grad_norm(&mut self, max_norm: f64) -> Tensor {
-        tch::no_grad(|| match &self.seeds {
-            None => {
-                let norm = self.grad.norm();
-                let _ = self.grad.g_mul_(&(max_norm / (&norm + 1e-6)).clamp_max(1.0));
-                norm
-            }
-            Some(seeds) => {
-                // each parameter's gradient as [seeds, its values]: one seed's norm over all of them
-                let n = seeds.steps.len() as i64;
-                let rows: Vec<Tensor> =
-                    seeds.blocks.iter().map(|&(at, len)| self.grad.narrow(0, at, len * n).view([n, len])).collect();
-                let norm = match n {
-                    1 => self.grad.norm().view([1]), // FlatAdam's own, as one seed's run without seeds takes it
-                    _ => Tensor::stack(
-                        &rows.iter().map(|r| r.square().sum_dim_intlist(1, false, Kind::Float)).collect::<Vec<_>>(),
-                        1,
-                    )
-                    .sum_dim_intlist(1, false, Kind::Float)
-                    .sqrt(),
-                };
-                let scale = (max_norm / (&norm + 1e-6)).clamp_max(1.0).view([n, 1]);
-                for mut row in rows {
-                    let _ = row.g_mul_(&scale);
-                }
-                norm
-            }
+        tch::no_grad(|| {
+            let norm = self.grad.norm();
+            let _ = self.grad.g_mul_(&(max_norm / (&norm + 1e-6)).clamp_max(1.0));
+            norm
         })
     }
 
@@ -114,53 +88,79 @@ impl FlatAdam {
     /// lr * m_hat / (sqrt(v_hat) + eps), with the bias-corrected m_hat = m / (1 - beta1^t)
     /// and v_hat = v / (1 - beta2^t).
     pub fn step(&mut self, lr: f64) {
-        let (beta1, beta2) = (0.9f64, 0.999f64);
         self.t += 1;
-        let (bias_correction1, bias_correction2) = (1.0 - beta1.powi(self.t), 1.0 - beta2.powi(self.t));
-        tch::no_grad(|| {
-            let _ = self.m.lerp_(&self.grad, 1.0 - beta1); // m = beta1 m + (1 - beta1) g
-            let _ = self.v.lerp_(&self.grad.square(), 1.0 - beta2); // v = beta2 v + (1 - beta2) g^2
-            let denom = self.v.sqrt() / bias_correction2.sqrt() + self.eps;
-            let _ = self.flat.g_sub_(&(&self.m / denom * (lr / bias_correction1)));
-        })
+        adam_step([&mut self.m, &mut self.v, &mut self.flat], &self.grad, lr, self.t, self.eps);
     }
 
-    /// [`FlatAdam::step`] for the seeds whose `stepping` is true, each with its own step count; the
-    /// others' parameters and state stay as they are. While every seed steps at one count, it is
-    /// `step` itself.
+    /// [`FlatAdam::step`] for the seeds whose `stepping` is true and that are not stopped for good, each
+    /// with its own step count; the others' parameters and state stay as they are, whatever their
+    /// gradient holds (a NaN too). A seed that moves, moves as `step` would move it at its count, to the
+    /// bit; while every seed steps at one count, this is `step` itself.
     pub fn step_seeds(&mut self, lr: f64, stepping: &[bool]) {
         let Some(seeds) = &mut self.seeds else { return self.step(lr) };
+        let stepping: Vec<bool> = stepping.iter().zip(&seeds.stopped_at).map(|(&s, &at)| s && at == 0).collect();
         let t = self.t;
         if seeds.steps.iter().all(|&s| s == t) && stepping.iter().all(|&s| s) {
             seeds.steps.iter_mut().for_each(|s| *s += 1);
             return self.step(lr);
         }
-        let (beta1, beta2) = (0.9f64, 0.999f64);
-        seeds.steps.iter_mut().zip(stepping).for_each(|(steps, &s)| *steps += s as i32);
+        seeds.steps.iter_mut().zip(&stepping).for_each(|(steps, &s)| *steps += s as i32);
         self.t = seeds.steps.iter().copied().max().unwrap_or(0);
-        // a value per seed, then per element of the flat vector
-        let each = |xs: Vec<f32>| Tensor::from_slice(&xs).to_device(self.flat.device()).index_select(0, &seeds.seed_of);
-        let moving = each(stepping.iter().map(|&s| s as u8 as f32).collect());
-        let corrections = |beta: f64| each(seeds.steps.iter().map(|&t| (1.0 - beta.powi(t.max(1))) as f32).collect());
-        let (bias_correction1, bias_correction2) = (corrections(beta1), corrections(beta2));
-        tch::no_grad(|| {
-            let _ = self.m.g_add_(&((&self.grad - &self.m) * (1.0 - beta1) * &moving));
-            let _ = self.v.g_add_(&((self.grad.square() - &self.v) * (1.0 - beta2) * &moving));
-            let denom = self.v.sqrt() / bias_correction2.sqrt() + self.eps;
-            let _ = self.flat.g_sub_(&(&self.m / denom * (lr * moving / bias_correction1)));
-        })
+        // the seeds that step, by their step count: each group's step on copies, kept where its seeds are
+        let mut counts: Vec<i32> = seeds.steps.iter().zip(&stepping).filter(|(_, &s)| s).map(|(&t, _)| t).collect();
+        counts.sort_unstable();
+        counts.dedup();
+        for t in counts {
+            let group: Vec<bool> = seeds.steps.iter().zip(&stepping).map(|(&steps, &s)| s && steps == t).collect();
+            let moving = Tensor::from_slice(&group).to_device(self.flat.device()).index_select(0, &seeds.seed_of);
+            tch::no_grad(|| {
+                let mut moved = [self.m.copy(), self.v.copy(), self.flat.copy()];
+                adam_step(moved.each_mut(), &self.grad, lr, t, self.eps);
+                for (now, moved) in [&mut self.m, &mut self.v, &mut self.flat].into_iter().zip(moved) {
+                    let _ = now.copy_(&moved.where_self(&moving, now));
+                }
+            });
+        }
     }
+
+    /// Stops for good each seed whose `finite` is 0 (its loss or gradient was not finite at `update`):
+    /// from now on, and after a `--resume`, [`FlatAdam::step_seeds`] leaves its weights and Adam state
+    /// as they are. A seed already stopped keeps the update it stopped at.
+    pub fn stop_for_good(&mut self, finite: &[f64], update: usize) {
+        let Some(seeds) = &mut self.seeds else { return };
+        for (at, &finite) in seeds.stopped_at.iter_mut().zip(finite) {
+            if finite == 0.0 && *at == 0 {
+                *at = update;
+            }
+        }
+    }
+
+    /// Each seed's update at which it was stopped for good, 0 for a seed that steps on (none without seeds).
+    pub fn stopped_at(&self) -> &[usize] {
+        self.seeds.as_ref().map_or(&[], |seeds| &seeds.stopped_at)
+    }
+}
+
+/// Adam's step in place on `[m, v, weights]`, at step count `t` (see [`FlatAdam::step`]).
+fn adam_step([m, v, flat]: [&mut Tensor; 3], grad: &Tensor, lr: f64, t: i32, eps: f64) {
+    let (beta1, beta2) = (0.9f64, 0.999f64);
+    let (bias_correction1, bias_correction2) = (1.0 - beta1.powi(t), 1.0 - beta2.powi(t));
+    tch::no_grad(|| {
+        let _ = m.lerp_(grad, 1.0 - beta1); // m = beta1 m + (1 - beta1) g
+        let _ = v.lerp_(&grad.square(), 1.0 - beta2); // v = beta2 v + (1 - beta2) g^2
+        let denom = v.sqrt() / bias_correction2.sqrt() + eps;
+        let _ = flat.g_sub_(&(&*m / denom * (lr / bias_correction1)));
+    })
 }
 
 /// Seeds stacked in one network ([`FlatAdam::new_seeds`]).
 pub(crate) struct Seeds {
     /// the seed of each element of the flat vector
     seed_of: Tensor,
-    /// each parameter's block of the flat vector: where it starts, and a seed's count of values (the
-    /// block holds seed 0's, then seed 1's...)
-    blocks: Vec<(i64, i64)>,
     /// each seed's own step count (a seed can stop early)
     pub(crate) steps: Vec<i32>,
+    /// the update at which each seed was stopped for good, 0 while it steps
+    pub(crate) stopped_at: Vec<usize>,
 }
 
 /// Puts the weights of the VarStore's first LSTM (by name: `<prefix>.weight_ih_l<k>`, ...) first
@@ -231,43 +231,45 @@ mod tests {
         assert_eq!(before, after);
     }
 
-    /// Two seeds stacked: each seed's gradient is clipped by its own norm; a step with seed 1 stopped
-    /// moves seed 0 as a one-seed FlatAdam moves it (up to the last bit: the masked step's arithmetic)
-    /// and leaves seed 1's parameters and Adam state as they were; the next step of both corrects each
-    /// with its own step count.
+    /// Two seeds stacked: a step with seed 1 stopped (and its gradient NaN) moves seed 0 as a one-seed FlatAdam
+    /// moves it, to the bit, and leaves seed 1's parameters and Adam state as they were; the next step of both
+    /// corrects each with its own step count; a seed stopped for good never moves again.
     #[test]
-    fn seeds_clip_and_step_each_on_their_own() {
+    fn seeds_step_each_on_their_own() {
         let (vs, one) = (nn::VarStore::new(Device::Cpu), nn::VarStore::new(Device::Cpu));
         let w = vs.root().var("w", &[2, 3], nn::Init::Const(1.0));
         let w0 = one.root().var("w", &[3], nn::Init::Const(1.0));
         let (mut seeds, mut alone) = (FlatAdam::new_seeds(&vs, 1e-8, 2), FlatAdam::new(&one, 1e-8));
-        let grads = Tensor::from_slice(&[3f32, 4.0, 0.0, 0.3, 0.0, 0.4]).view([2, 3]);
-        let step = |seeds: &mut FlatAdam, alone: &mut FlatAdam, stepping: &[bool]| {
+        let step = |seeds: &mut FlatAdam, alone: &mut FlatAdam, seed1: f32, stepping: &[bool]| {
+            let grads = Tensor::from_slice(&[3f32, 4.0, 0.0, seed1, 0.0, 0.4]).view([2, 3]);
             seeds.zero_grad();
             alone.zero_grad();
             (&w * &grads).sum(Kind::Float).backward();
             (&w0 * grads.get(0)).sum(Kind::Float).backward();
-            let norms = Vec::<f32>::try_from(seeds.clip_grad_norm(1.0)).expect("floats");
-            let _ = alone.clip_grad_norm(1.0);
             seeds.step_seeds(0.1, stepping);
             alone.step(0.1);
-            norms
         };
-        let norms = step(&mut seeds, &mut alone, &[true, false]);
-        assert!((norms[0] - 5.0).abs() < 1e-5 && (norms[1] - 0.5).abs() < 1e-6, "{norms:?}");
         let row = |t: &Tensor, k: i64| Vec::<f32>::try_from(t.view([2, 3]).get(k)).expect("floats");
-        let near = |a: Vec<f32>, b: &Tensor| {
-            a.iter().zip(Vec::<f32>::try_from(b).expect("floats")).all(|(a, b)| (a - b).abs() < 1e-6)
-        };
-        assert!(near(row(&seeds.flat, 0), &alone.flat), "{:?} vs {alone:?}", row(&seeds.flat, 0), alone = alone.flat);
+        let alone_row = |t: &Tensor| Vec::<f32>::try_from(t).expect("floats");
+        step(&mut seeds, &mut alone, f32::NAN, &[true, false]);
+        assert_eq!(row(&seeds.flat, 0), alone_row(&alone.flat), "seed 0 moved otherwise than alone");
+        assert_eq!((row(&seeds.m, 0), row(&seeds.v, 0)), (alone_row(&alone.m), alone_row(&alone.v)));
         assert_eq!(row(&seeds.flat, 1), [1.0; 3], "a stopped seed moved");
         assert_eq!((row(&seeds.m, 1), row(&seeds.v, 1)), (vec![0.0; 3], vec![0.0; 3]), "a stopped seed's state moved");
         assert_eq!(seeds.seeds.as_ref().map(|s| s.steps.clone()), Some(vec![1, 0]));
-        // both step now: seed 1's first step moves its unclipped (norm 0.5) gradient by lr against its sign
-        step(&mut seeds, &mut alone, &[true, true]);
-        assert!(near(row(&seeds.flat, 0), &alone.flat));
+        // both step now: seed 1's first step moves each parameter by lr against its gradient's sign
+        step(&mut seeds, &mut alone, 0.3, &[true, true]);
+        assert_eq!(row(&seeds.flat, 0), alone_row(&alone.flat));
         let moved: Vec<f32> = row(&seeds.flat, 1).iter().map(|x| x - 1.0).collect();
         assert!(moved.iter().zip([-0.1f32, 0.0, -0.1]).all(|(a, b)| (a - b).abs() < 1e-6), "{moved:?}");
+        // seed 1 stopped for good at update 7: it stays, whatever its gradient, while seed 0 goes on
+        seeds.stop_for_good(&[1.0, 0.0], 7);
+        seeds.stop_for_good(&[1.0, 0.0], 8);
+        assert_eq!(seeds.stopped_at(), [0, 7]);
+        let before = row(&seeds.flat, 1);
+        step(&mut seeds, &mut alone, f32::INFINITY, &[true, true]);
+        assert_eq!(row(&seeds.flat, 0), alone_row(&alone.flat));
+        assert_eq!(row(&seeds.flat, 1), before, "a seed stopped for good moved");
     }
 
     /// One step of FlatAdam equals torch.optim.Adam's first step on a hand example: every parameter

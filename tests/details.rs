@@ -113,6 +113,8 @@ const SEEDS: &[&str] = &[
         seeds), gradient norm, Adam state and step count, target-KL stop (a stopped seed's weights and state stay)",
     "each seed logged as `ppo --seed k` logs itself: a row per seed in updates.csv, a seed column in \
         episodes.csv, TensorBoard events per seed, each seed's model alone and its evaluation",
+    "a seed whose loss or gradient is not finite stops alone and for good (its weights and Adam state those of its \
+        last finite step, also after --resume), the others go on; the run's exit code is then 1",
 ];
 
 /// The multilevel paper's single-level PPO (`ppo_ressim`), its departures from `ppo_continuous`.
@@ -178,7 +180,7 @@ const OWN: &[(&str, Ranges)] = &[
     ("ppo_atari_multigpu", &[("Aux", 2, 2)]),
     ("ppo_lstm_workers", &[("Workers", 1, 8)]),
     ("ppo_noisy", &[("Noisy", 1, 4), ("Extra", 1, 2)]),
-    ("ppo_seeds", &[("Seeds", 1, 4)]),
+    ("ppo_seeds", &[("Seeds", 1, 5)]),
 ];
 
 /// Categories a variant does not inherit from its ancestors, and why.

@@ -40,11 +40,13 @@ fn one_seed_is_ppo() {
         let (seeds, ppo) = (run(BIN, &[&args[..], ONE_SEED].concat()), run(PPO, &args));
         seeds.assert_ok();
         ppo.assert_ok();
-        assert_eq!(metrics(&seeds, Some(3.0)), metrics(&ppo, None), "{extra:?}");
+        let (updates, episodes) = metrics(&seeds, Some(3.0));
+        assert_eq!((updates.without(&["debug/nonfinite_at_update"]), episodes), metrics(&ppo, None), "{extra:?}");
     }
     let args = ["--total-timesteps", "512", "--seed", "3"];
     let (seeds, ppo) = (run(BIN, &[&args[..], ONE_SEED].concat()), run(PPO, &args));
     let ((a, a_episodes), (b, b_episodes)) = (metrics(seeds.assert_ok(), Some(3.0)), metrics(ppo.assert_ok(), None));
+    let a = a.without(&["debug/nonfinite_at_update"]);
     assert_eq!((a.header.clone(), a_episodes), (b.header.clone(), b_episodes));
     for name in &a.header {
         let (x, y) = (a.col(name)[0], b.col(name)[0]);
@@ -219,6 +221,61 @@ fn a_stopped_seed_logs_where_it_stopped() {
     assert_ne!(updates(&four, 1.0), updates(&one, 1.0), "seed 1 went on past its first epoch");
 }
 
+/// Seeds 5: a seed whose loss goes non-finite stops alone. `ENVS_NAN_REWARD=5:200` (a testing aid of `envs::make`)
+/// gives the env seeded 5, seed 2's fourth, a NaN reward at its 200th step (in update 2): seed 2 stops at update 2,
+/// with a line on stderr, its column `debug/nonfinite_at_update` 2 from then on, its weights those after update 1
+/// (the model of a one-update run) and its Adam step count that of one update; seed 1's metrics are those of the run
+/// where nothing failed, to the bit; the run ends with exit code 1 once seed 1 finished and both were saved; and a
+/// `--resume` keeps seed 2 stopped.
+#[test]
+fn a_non_finite_seed_stops_alone() {
+    let args = |steps: &'static str| ["--num-seeds", "2", "--seed", "1", "--save-model", "--total-timesteps", steps];
+    let nan = [("ENVS_NAN_REWARD", "5:200")];
+    let (clean, poisoned) = (run(BIN, &args("2048")), common::run_with_env(BIN, &args("2048"), &nan));
+    let stderr = poisoned.stderr();
+    assert_eq!(poisoned.output.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.lines().any(|l| l.starts_with("seed 2 stopped at update 2: its loss or gradient")), "{stderr}");
+    let last = stderr.trim_end().lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: seeds stopped non-finite: 2 (at update 2); the other seeds ran"), "{stderr}");
+    assert_eq!(metrics(&poisoned, Some(1.0)), metrics(clean.assert_ok(), Some(1.0)), "seed 1 changed");
+    let updates = poisoned.csv("updates.csv");
+    assert_eq!(of_seed(&updates, 2.0).col("debug/nonfinite_at_update"), [0.0, 2.0, 2.0, 2.0]);
+    assert_eq!(of_seed(&updates, 1.0).col("debug/nonfinite_at_update"), [0.0; 4]);
+    // seed 2's weights and Adam steps: those after update 1 (which the NaN, in update 2, left as they were)
+    let one = run(BIN, &args("512"));
+    let read = |dir: &Path| -> std::collections::BTreeMap<String, tch::Tensor> {
+        let path = dir.join("ppo_seeds_seed2.safetensors");
+        tch::Tensor::read_safetensors(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).into_iter().collect()
+    };
+    let after_one = read(&one.assert_ok().dir());
+    let frozen_as_after_one = |dir: &Path| {
+        let frozen = read(dir);
+        assert_eq!(frozen.keys().collect::<Vec<_>>(), after_one.keys().collect::<Vec<_>>());
+        frozen.iter().all(|(name, t)| t.equal(&after_one[name]))
+    };
+    assert!(frozen_as_after_one(&poisoned.dir()), "seed 2's weights moved after it stopped");
+    let steps = |r: &Run| {
+        let saved = tch::Tensor::read_safetensors(r.dir().join("checkpoint.safetensors")).expect("checkpoint");
+        let steps = saved.into_iter().find(|(name, _)| name == "adam.seed_steps").expect("adam.seed_steps").1;
+        Vec::<i32>::try_from(steps).expect("ints")
+    };
+    assert_eq!(steps(&poisoned), [64, 16], "4 updates of 16 minibatches for seed 1, one update for seed 2");
+    // a run of 3 updates resumed to 4: seed 2 stays stopped (no NaN reward now), the run fails again
+    let three = common::run_with_env(BIN, &args("1536"), &nan);
+    assert_eq!(three.output.status.code(), Some(1), "{}", three.stderr());
+    let dir = three.dir();
+    let resumed = std::process::Command::new(BIN)
+        .args(["--cuda", "false", "--total-timesteps", "2048", "--resume", dir.to_str().expect("utf-8")])
+        .current_dir(three.workdir.path())
+        .output()
+        .expect("ppo_seeds starts");
+    assert_eq!(resumed.status.code(), Some(1), "{}", String::from_utf8_lossy(&resumed.stderr));
+    let updates = Table::read(&dir.join("updates.csv"));
+    assert_eq!(of_seed(&updates, 2.0).col("debug/nonfinite_at_update"), [0.0, 2.0, 2.0, 2.0]);
+    assert!(frozen_as_after_one(&dir), "seed 2's weights moved after a resume");
+}
+
 /// Bad input: one line, exit code 2, nothing written.
 #[test]
 fn bad_input_is_one_line_exit_2() {
@@ -232,6 +289,7 @@ fn bad_input_is_one_line_exit_2() {
             (&["--env-id", "Pendulum-v1"], &[], "Pendulum-v1"),
             // seed k's env e is --seed + k + e: a range past 2^64 - 1 would wrap to seed 0
             (&["--num-seeds", "3", "--seed", "18446744073709551614"], &[], "past 2^64 - 1"),
+            (&[], &[("ENVS_NAN_REWARD", "5")], "ENVS_NAN_REWARD"), // the testing aid, malformed
         ],
     );
     assert_bad_input(BIN, common::SHARED_FLAG_EDGES);

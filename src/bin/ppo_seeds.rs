@@ -80,8 +80,7 @@ struct Args {
 }
 
 // TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
-// whole minibatches, one batch at least); default threads: torch_on_all_cores, every core for libtorch, 1 env
-// (Seeds 1: the seeds' products and elementwise ops are large enough to split; the envs' steps are not)
+// whole minibatches, one batch at least); default threads: torch_on_all_cores (Seeds 1: the seeds' ops split well)
 ppo_details::experiment!(Args, torch_on_all_cores, check = seeds_fit);
 
 /// Seeds 2: seed k's env e is seeded with --seed + k + e, as `ppo --seed k`'s env e: the last must fit in 64 bits
@@ -174,17 +173,17 @@ impl Agent {
 fn main() {
     // bad input (a flag out of range, flags that cannot work together): one line, exit code 2, nothing written
     let args: Args = parse_args();
-    let (num_envs, num_steps) = (args.num_envs, args.num_steps);
-    let batch_size = num_envs * num_steps;
-    // Seeds 2: the envs of all seeds in one vector, seed k's (--seed + k) from env k * num_envs on; a batch: a seed's
-    let (num_seeds, all_envs) = (args.num_seeds as i64, args.num_seeds * num_envs);
+    // Seeds 2: all seeds' envs in one vector, seed k's (--seed + k) from env k * envs_per_seed on; a batch: one seed's
+    let (num_seeds, envs_per_seed) = (args.num_seeds as i64, args.num_envs);
+    let (num_envs, num_steps) = (args.num_seeds * envs_per_seed, args.num_steps);
+    let batch_size = envs_per_seed * num_steps;
     let seeds: Vec<u64> = (0..args.num_seeds as u64).map(|k| args.run.seed + k).collect();
     let minibatch_size = batch_size / args.num_minibatches;
     let num_iterations = args.total_timesteps as usize / batch_size;
     let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, ppo_details::unix_time());
     let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
     let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| i == 0));
-    let env_fns: Vec<_> = (0..all_envs).map(|i| make(i).unwrap_or_else(|e| fail(2, e))).collect();
+    let env_fns: Vec<_> = (0..num_envs).map(|i| make(i).unwrap_or_else(|e| fail(2, e))).collect();
 
     // seeding
     tch::manual_seed(args.run.seed as i64);
@@ -206,20 +205,21 @@ fn main() {
     // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
     // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
     let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
-    let mut log = RunLog::create(&run_name, &args, &device_name, &from).with_seeds(&seeds, num_envs); // Seeds 4
+    let mut log = RunLog::create(&run_name, &args, &device_name, &from).with_seeds(&seeds, envs_per_seed); // Seeds 4
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
     let per_step = || (0..num_steps).map(|_| Tensor::new()).collect::<Vec<_>>();
     let (mut obs, mut actions, mut logprobs, mut values) = (per_step(), per_step(), per_step(), per_step());
-    let mut rewards = vec![vec![0f32; all_envs]; num_steps];
-    let mut dones = vec![vec![0f32; all_envs]; num_steps];
+    let mut rewards = vec![vec![0f32; num_envs]; num_steps];
+    let mut dones = vec![vec![0f32; num_envs]; num_steps];
 
     // start the game (with --resume: where the checkpoint stood, in fresh episodes)
     let mut global_step = from.global_step;
-    envs.reset_each(|i| Some(from.seed + (i / num_envs + i % num_envs) as u64)); // Seeds 2: as ppo --seed k's env e
-    let mut next_done = vec![0f32; all_envs];
-    let mut action_buf = vec![0i64; all_envs];
+    // Seeds 2: seed k's env e as `ppo --seed k`'s env e
+    envs.reset_each(|i| Some(from.seed + (i / envs_per_seed + i % envs_per_seed) as u64));
+    let mut next_done = vec![0f32; num_envs];
+    let mut action_buf = vec![0i64; num_envs];
 
     for iteration in from.iteration + 1..=num_iterations {
         // Core 4: learning-rate annealing, linearly to 0
@@ -229,7 +229,7 @@ fn main() {
         let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
 
         for step in 0..num_steps {
-            global_step += num_envs as u64; // each seed's steps, as `ppo --seed k` counts its own
+            global_step += envs_per_seed as u64; // each seed's steps, as `ppo --seed k` counts its own
             let next_obs = Tensor::from_slice(&envs.obs).view([num_seeds, -1, obs_dim]).to_device(device);
             obs[step] = next_obs.shallow_clone();
             dones[step].copy_from_slice(&next_done);
@@ -237,7 +237,7 @@ fn main() {
             let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
             values[step] = value;
             // the step's one copy down: the actions, for the envs
-            action.to_device(Device::Cpu).copy_data(&mut action_buf, all_envs);
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
             actions[step] = action;
             logprobs[step] = logprob;
 
@@ -255,34 +255,33 @@ fn main() {
         // bootstrap value if not done; the values come down to the host once per rollout, for GAE
         let next_obs = Tensor::from_slice(&envs.obs).view([num_seeds, -1, obs_dim]).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
-        let values_host = to_host(&Tensor::cat(&values, 0)); // row step * all_envs + env
+        let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
 
         // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
-        let mut advantages = vec![0f32; num_steps * all_envs];
-        let mut lastgaelam = vec![0f32; all_envs];
+        let mut advantages = vec![0f32; num_steps * num_envs];
+        let mut lastgaelam = vec![0f32; num_envs];
         for t in (0..num_steps).rev() {
-            for e in 0..all_envs {
+            for e in 0..num_envs {
                 let (nextnonterminal, nextvalues) = if t == num_steps - 1 {
                     (1.0 - next_done[e], next_value[e])
                 } else {
-                    (1.0 - dones[t + 1][e], values_host[(t + 1) * all_envs + e])
+                    (1.0 - dones[t + 1][e], values_host[(t + 1) * num_envs + e])
                 };
-                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t * all_envs + e];
+                let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t * num_envs + e];
                 lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
-                advantages[t * all_envs + e] = lastgaelam[e];
+                advantages[t * num_envs + e] = lastgaelam[e];
             }
         }
         let returns: Vec<f32> = advantages.iter().zip(&values_host).map(|(a, v)| a + v).collect();
 
-        // flatten the batch: row step * num_envs + env, as CleanRL's reshape, within each seed (Seeds 3: [seeds, row])
+        // flatten the batch: row step * num_envs + env, as CleanRL's reshape (Seeds 3: a seed's own, [seeds, rows])
         let seed_major = |per_step: &[Tensor]| Tensor::stack(per_step, 1).flatten(1, 2);
-        let seed_major_host = |x: &[f32]| Tensor::from_slice(x).view([num_steps as i64, num_seeds, -1]).transpose(0, 1);
-        let seed_major_host = |x: &[f32]| seed_major_host(x).reshape([num_seeds, -1]);
+        let per_step_host = |x: &[f32]| Tensor::from_slice(x).view([num_steps as i64, num_seeds, -1]).unbind(0);
         let (b_obs, b_logprobs) = (seed_major(&obs), seed_major(&logprobs));
         let b_actions = seed_major(&actions);
-        let b_advantages = seed_major_host(&advantages).to_device(device);
-        let b_returns = seed_major_host(&returns).to_device(device);
+        let b_advantages = seed_major(&per_step_host(&advantages)).to_device(device);
+        let b_returns = seed_major(&per_step_host(&returns)).to_device(device);
         let b_values = seed_major(&values).view([num_seeds, -1]);
 
         // Optimizing the policy and value network
@@ -292,7 +291,7 @@ fn main() {
         let (mut old_approx_kl, mut approx_kl) = (Tensor::new(), Tensor::new());
         let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::new());
         let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
-        let mut stepping = vec![true; args.num_seeds]; // Seeds 3: the seeds not stopped by their target KL
+        let mut stepping: Vec<bool> = optimizer.stopped_at().iter().map(|&at| at == 0).collect(); // Seeds 3, 5: below
         let mut logged = Vec::new(); // Seeds 3: each seed's values where it stopped
         let mut stepped_minibatches = vec![0; args.num_seeds]; // Seeds 3: and the minibatches it stepped on
         let seed_rows = Tensor::arange(num_seeds, (Kind::Int64, device)).view([-1, 1]);
@@ -300,6 +299,7 @@ fn main() {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
             let order = |_| trace.order(Tensor::randperm(batch_size as i64, (Kind::Int64, device)));
             let b_inds = Tensor::stack(&(0..num_seeds).map(order).collect::<Vec<_>>(), 0); // Seeds 3: one per seed
+            let live = Tensor::from_slice(&stepping).to_device(device); // Seeds 3: the seeds stepping as it starts
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(1, start as i64, minibatch_size as i64);
                 let mb = |b: &Tensor| b.index(&[Some(&seed_rows), Some(&mb_inds)]); // Seeds 3: seed k's rows of its own
@@ -347,16 +347,21 @@ fn main() {
                 optimizer.zero_grad();
                 // Seeds 3: the sum of the seeds' losses: no gradient mixes seeds
                 loss.sum(Kind::Float).backward();
-                // Core 11: global gradient-norm clipping (Seeds 3: each seed's own norm)
-                grad_norm = optimizer.clip_grad_norm(args.max_grad_norm);
+                // Core 11: global gradient-norm clipping (Seeds 3: each seed's gradient by its own norm)
+                let grads: Vec<_> = vs.trainable_variables().iter().map(|p| p.grad().view([num_seeds, -1])).collect();
+                grad_norm = tch::no_grad(|| Tensor::cat(&grads, 1).norm_scalaropt_dim(2, [1], false));
+                let clip = (args.max_grad_norm / (&grad_norm + 1e-6)).clamp_max(1.0).view([-1, 1]);
+                grads.into_iter().for_each(|mut grad| _ = tch::no_grad(|| grad.g_mul_(&clip)));
+                // Seeds 5: a seed whose loss or gradient is not finite stops for good, as its last finite step left it
+                let finite = ppo_details::read_host(&[&loss.isfinite().logical_and(&grad_norm.isfinite())]);
+                optimizer.stop_for_good(&finite, iteration);
+                stepping.iter_mut().zip(optimizer.stopped_at()).for_each(|(stepping, &at)| *stepping &= at == 0);
                 optimizer.step_seeds(lr, &stepping); // Seeds 3: a stopped seed's weights and Adam state stay
                 stepped_minibatches.iter_mut().zip(&stepping).for_each(|(n, stepping)| *n += *stepping as usize);
             }
-            // Seeds 3: a seed logs the last minibatch it stepped on, as `ppo` logs the one it stopped at
+            // Seeds 3: a seed logs the last minibatch of the epoch it stopped in, as `ppo` logs the one it stopped at
             let now = [&pg_loss, &v_loss, &entropy_loss, &old_approx_kl, &approx_kl, &grad_norm, &loss];
-            let stepped = Tensor::from_slice(&stepping).to_device(device);
-            logged =
-                now.iter().enumerate().map(|(i, now)| now.where_self(&stepped, logged.get(i).unwrap_or(now))).collect();
+            logged = (0..now.len()).map(|i| now[i].where_self(&live, logged.get(i).unwrap_or(now[i]))).collect();
             // Aux 3: early stopping once the KL of the last minibatch passes the target (Seeds 3: per seed)
             if let Some(target_kl) = args.target_kl {
                 let kl = ppo_details::read_host(&[&approx_kl]);
@@ -368,12 +373,12 @@ fn main() {
         }
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
-        let mut explained_vars = Vec::new();
-        for k in 0..args.num_seeds {
-            // Seeds 4: seed k's rows
-            let rows = || (0..num_steps).flat_map(move |t| (t * all_envs + k * num_envs..).take(num_envs));
-            let var_y = var(rows().map(|i| returns[i] as f64));
-            let residuals = rows().map(|i| (returns[i] - values_host[i]) as f64);
+        let mut explained_vars = Vec::new(); // Seeds 4: each seed's own, over its rows of the batch
+        let (b_returns_host, b_values_host) = (to_host(&b_returns), to_host(&b_values));
+        for (returns, values) in b_returns_host.chunks(batch_size).zip(b_values_host.chunks(batch_size)) {
+            let values_host = values.to_vec();
+            let var_y = var(returns.iter().map(|&y| y as f64));
+            let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
             let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
             explained_vars.push(explained_var);
         }
@@ -384,15 +389,11 @@ fn main() {
         // Seeds 3: a stopped seed's values where it stopped, its clip fraction over the minibatches it stepped on
         let [pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss] =
             <[Tensor; 7]>::try_from(logged).expect("an epoch's values");
-        let devs = Tensor::cat(&ratio_devs, 1);
-        let stepped_rows = |k: i64| (stepped_minibatches[k as usize] * minibatch_size) as i64;
-        let clipfrac_all = match stepped_minibatches.iter().all(|&n| n == ratio_devs.len()) {
-            true => clipfrac(&devs),
-            false => Tensor::stack(
-                &(0..num_seeds).map(|k| clipfrac(&devs.get(k).narrow(0, 0, stepped_rows(k)))).collect::<Vec<_>>(),
-                0,
-            ),
-        };
+        let (devs, stepped_rows) =
+            (Tensor::cat(&ratio_devs, 1), |k: i64| stepped_minibatches[k as usize] * minibatch_size);
+        let clipfracs: Vec<Tensor> =
+            (0..num_seeds).map(|k| clipfrac(&devs.get(k).narrow(0, 0, stepped_rows(k) as i64))).collect();
+        let stopped_at: Vec<f64> = optimizer.stopped_at().iter().map(|&at| at as f64).collect();
         // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
         // (Seeds 4: a row per seed, its value of each [seeds] tensor; a seed stopped early: where it stopped)
         let row = [
@@ -405,11 +406,12 @@ fn main() {
             ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
             ("losses/approx_kl", OnDevice(&approx_kl)),
-            ("losses/clipfrac", OnDevice(&clipfrac_all)),
+            ("losses/clipfrac", OnDevice(&Tensor::stack(&clipfracs, 0))),
             ("losses/explained_variance", OnHostEach(&explained_vars)),
             ("debug/first_mb_max_ratio_dev", OnDevice(&ratio_devs[0].amax(-1, false))),
             ("debug/first_mb_clipfrac", OnDevice(&clipfrac(&ratio_devs[0]))),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
+            ("debug/nonfinite_at_update", OnHostEach(&stopped_at)), // Seeds 5: 0, or the update it stopped at
         ];
         trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         log.update(&row, &loss, envs.take_step_seconds(), learning_start);
@@ -431,4 +433,6 @@ fn main() {
         };
         log.eval_each(&seeds.iter().enumerate().map(eval).collect::<Vec<_>>());
     }
+    // Seeds 5: exit code 1 if a seed stopped non-finite, once the others ran to the end and were saved
+    log.end();
 }
