@@ -237,6 +237,11 @@ fn translate(command: &str) -> String {
                 words.push(format!("{bins}/examples/{example}"));
                 rest = tail.to_vec();
             }
+            ["cargo", "run", "--release", "--example", example, "--", tail @ ..] => {
+                // the package's own examples (examples/your_env.rs), which `cargo test --release` builds
+                words.push(format!("{bins}/examples/{example}"));
+                rest = tail.to_vec();
+            }
             ["mpirun", tail @ ..] => {
                 words.push("mpirun --oversubscribe".to_string());
                 rest = tail.to_vec();
@@ -331,7 +336,8 @@ fn make_runs_it_names(command: &str, dir: &Path) {
         };
         let parts: Vec<&str> = name.split("__").collect();
         let [env_id, bin, seed, ..] = parts[..] else { panic!("{word}: not runs/<env>__<binary>__<seed>__*") };
-        let made = Command::new(bin_dir().join(bin))
+        let example = bin_dir().join("examples").join(bin); // examples/your_env.rs makes runs too
+        let made = Command::new(if example.exists() { example } else { bin_dir().join(bin) })
             .args(["--env-id", env_id, "--seed", seed, "--total-timesteps", "2048", "--cuda", "false"])
             .current_dir(dir)
             .output()
@@ -506,7 +512,7 @@ fn code_files() -> Vec<(PathBuf, String)> {
         }
     }
     let mut out = Vec::new();
-    for dir in ["src", "envs/src", "envs/examples", "envs/tests", "tests", "scripts", ".ci"] {
+    for dir in ["src", "envs/src", "envs/examples", "envs/tests", "examples", "tests", "scripts", ".ci"] {
         walk(Path::new(dir), &mut out);
     }
     out

@@ -1,7 +1,7 @@
-//! The library's layering: no modules of src/ reach into each other. A module that names another in
-//! its code (`use crate::logs::RunLog`, `crate::cli::TRACK`, or an item src/lib.rs re-exports from
-//! it, `crate::Start`) depends on it; two that depend on each other, directly or around a longer
-//! ring, share something that neither owns, and the test names them.
+//! The library's layering: no modules of src/ reach into each other (and, last, every binary has its env ids).
+//! A module that names another in its code (`use crate::logs::RunLog`, `crate::cli::TRACK`, or an item
+//! src/lib.rs re-exports from it, `crate::Start`) depends on it; two that depend on each other, directly or
+//! around a longer ring, share something that neither owns, and the test names them.
 mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -170,4 +170,17 @@ fn the_scan_finds_paths_in_code_only() {
     let found = references(src, &modules, &reexports);
     let want = [("lock", 2), ("cli", 5), ("checkpoint", 8), ("logs", 9)].map(|(m, l)| (m.to_string(), l));
     assert_eq!(found, BTreeMap::from(want));
+}
+
+/// Every training binary of the package has its row in `envs`' table of ids (a binary without one, a user's copy,
+/// is not checked: its make_env decides), so an id it cannot run is refused by `check_id`.
+#[test]
+fn every_binary_of_the_family_has_its_env_ids() {
+    let family = std::fs::read_to_string("diffs/family.txt").expect("diffs/family.txt");
+    let binaries: std::collections::BTreeSet<&str> =
+        family.lines().filter(|l| !l.starts_with('#')).flat_map(|l| l.split_whitespace()).collect();
+    assert!(binaries.len() >= 11, "{binaries:?}");
+    for bin in binaries {
+        assert!(envs::check_id(bin, "NoSuchEnv-v0").is_err(), "{bin} has no row in envs/src/ids.rs");
+    }
 }

@@ -80,15 +80,12 @@ pub(crate) fn all() -> String {
 }
 
 /// Whether binary `bin` (`env!("CARGO_BIN_NAME")`) runs env `id`; if not, a one-line error
-/// that lists the ids `bin` runs and, for an id another binary runs, names that binary.
-///
-/// # Panics
-/// When `bin` has no row in the table of binaries (a binary that calls this must have one).
+/// that lists the ids `bin` runs and, for an id another binary runs, names that binary. A binary with no row
+/// in the table of binaries (your own copy of one, docs/your-env.md) is not checked here: its `make_env`
+/// decides.
 pub fn check_id(bin: &str, id: &str) -> Result<(), EnvError> {
-    let (_, own) = BINARIES
-        .iter()
-        .find(|(name, _)| *name == bin)
-        .unwrap_or_else(|| panic!("envs lists no env ids for binary {bin}"));
+    // a binary not listed (your copy of one, docs/your-env.md) runs what its make_env makes, and refuses the rest
+    let Some((_, own)) = BINARIES.iter().find(|(name, _)| *name == bin) else { return Ok(()) };
     let runs = |families: &[Family]| families.iter().any(|f| f.contains(id));
     if runs(own) {
         return Ok(());
@@ -197,10 +194,11 @@ mod tests {
         assert_eq!(check_args("Foo-v0"), Err(message("ppo", "Foo-v0")));
     }
 
+    /// Your own copy of a binary (docs/your-env.md) runs its own ids: its make_env refuses what it cannot make.
+    /// That each binary of the package has its row: tests/library.rs.
     #[test]
-    #[should_panic(expected = "envs lists no env ids for binary ppo_typo")]
-    fn a_binary_without_a_row_is_a_bug() {
-        let _ = check_id("ppo_typo", "CartPole-v1");
+    fn a_binary_without_a_row_is_not_checked() {
+        assert_eq!(check_id("my_ppo", "GridWalk-v0"), Ok(()));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! library with gymnasium's v4 rewards and terminations (`mujoco`, `tests/mujoco.rs`).
 
 pub mod atari;
+mod check;
 mod classic;
 mod env;
 pub mod harvest;
@@ -20,6 +21,7 @@ mod vector;
 mod video;
 mod wrappers;
 
+pub use check::check_env;
 pub use classic::{Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum};
 pub use env::{Action, Env, Episode, RecordEpisodeStatistics, Step, TimeLimit};
 pub use ids::check_id;
