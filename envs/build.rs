@@ -3,7 +3,8 @@
 //! scripts/setup links them, so binaries need no exported variable (each has a run-time
 //! override): `../.ale-roms` (ale-py's ROMs; ALE_ROM_DIR), `../.mujoco` (the mujoco package,
 //! holding libmujoco; MUJOCO_DIR) and `../.mujoco-assets` (gymnasium's MuJoCo model files;
-//! MUJOCO_ASSETS_DIR), `../.microrts` (gym-microrts 0.2.0's microrts.jar and maps; MICRORTS_DIR).
+//! MUJOCO_ASSETS_DIR), `../.microrts` (gym-microrts 0.2.0's microrts.jar and maps; MICRORTS_DIR), `../.venv` (the
+//! virtual environment whose Python runs Gymnasium's envs, envs::gymnasium; PPO_DETAILS_PYTHON names a Python).
 fn main() {
     println!("cargo:rustc-link-lib=dylib=stdc++");
     println!("cargo:rustc-link-lib=dylib=z");
@@ -12,6 +13,7 @@ fn main() {
         ("../.mujoco", "PPO_DETAILS_DEFAULT_MUJOCO_DIR"),
         ("../.mujoco-assets", "PPO_DETAILS_DEFAULT_MUJOCO_ASSETS"),
         ("../.microrts", "PPO_DETAILS_DEFAULT_MICRORTS_DIR"),
+        ("../.venv", "PPO_DETAILS_DEFAULT_VENV"),
     ] {
         let link = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(link);
         println!("cargo:rerun-if-changed={}", link.display());

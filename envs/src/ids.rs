@@ -30,6 +30,10 @@ const ATARI: Family = Family { what: "an Atari game", ids: Ids::AtariV4 };
 const MASKED: Family = Family { what: "a MultiDiscrete env with action masks", ids: Ids::Listed(&[harvest::ID]) };
 const MICRORTS: Family = Family { what: "a MicroRTS game", ids: Ids::Listed(&microrts::IDS) };
 
+/// The binaries that run Gymnasium's envs too (through `make`: flat float observations), an id envs does not
+/// implement or any as `gymnasium:<id>`.
+const GYMNASIUM: [&str; 6] = ["ppo", "ppo_noisy", "ppo_seeds", "ppo_continuous", "ppo_lstm", "ppo_lstm_workers"];
+
 /// Every family, in the order `EnvError::unknown` lists them.
 const FAMILIES: [Family; 7] = [CLASSIC_DISCRETE, CLASSIC_CONTINUOUS, MUJOCO, RESSIM, ATARI, MICRORTS, MASKED];
 
@@ -87,8 +91,16 @@ pub fn check_id(bin: &str, id: &str) -> Result<(), EnvError> {
     // a binary not listed (your copy of one, docs/your-env.md) runs what its make_env makes, and refuses the rest
     let Some((_, own)) = BINARIES.iter().find(|(name, _)| *name == bin) else { return Ok(()) };
     let runs = |families: &[Family]| families.iter().any(|f| f.contains(id));
-    if runs(own) {
+    let gymnasium = GYMNASIUM.contains(&bin);
+    if runs(own) || (gymnasium && id.starts_with(crate::gymnasium::PREFIX)) {
         return Ok(());
+    }
+    if gymnasium && !FAMILIES.iter().any(|f| f.contains(id)) {
+        return Ok(()); // Gymnasium's, if it knows the id: `make` says otherwise
+    }
+    if let Some(id) = id.strip_prefix(crate::gymnasium::PREFIX) {
+        let runs = GYMNASIUM.join(", ");
+        return Err(EnvError(format!("{bin} runs no Gymnasium env ({id}); {runs} do, in Gymnasium's own process")));
     }
     let others: Vec<&str> = BINARIES.iter().filter(|(_, families)| runs(families)).map(|(name, _)| *name).collect();
     Err(EnvError(match FAMILIES.iter().find(|f| f.contains(id)) {

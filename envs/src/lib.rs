@@ -10,6 +10,7 @@ pub mod atari;
 mod check;
 mod classic;
 mod env;
+pub mod gymnasium;
 pub mod harvest;
 mod ids;
 pub mod microrts;
@@ -92,11 +93,22 @@ fn no_velocity(indices: &'static [usize]) -> impl Fn(&mut [f32]) + Send {
     move |obs: &mut [f32]| indices.iter().for_each(|&i| obs[i] *= 0.0)
 }
 
-/// `gym.make(id)`: the environment inside its `TimeLimit`, as gymnasium registers it.
+/// `gym.make(id)`: the environment inside its `TimeLimit`, as gymnasium registers it. An id envs does not
+/// implement, or any id as `gymnasium:<id>`, is Gymnasium's own env in a Python process ([`gymnasium`]).
 /// The ressim configurations (`ResSim-case1`, `ResSim-v1`) come on their finest level, with
 /// no time limit (their episodes end after 5 control steps); `ressim::make` gives other levels.
 pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
-    let env = make_env(id)?;
+    let env: Box<dyn Env<Obs = f32>> = match id.strip_prefix(gymnasium::PREFIX) {
+        Some(id) => Box::new(gymnasium::Gymnasium::new(id)?),
+        None => match make_env(id) {
+            // an id envs does not implement: Gymnasium's, through the set-up's Python
+            Err(unknown) if unknown == EnvError::unknown(id) => match gymnasium::Gymnasium::new(id) {
+                Ok(env) => Box::new(env),
+                Err(e) => return Err(EnvError(format!("{id}: not an env envs implements; as Gymnasium's: {e}"))),
+            },
+            made => made?,
+        },
+    };
     let Some(var) = std::env::var_os("ENVS_NAN_REWARD") else { return Ok(env) };
     let at = var.to_str().and_then(|v| v.split_once(':')).and_then(|(s, n)| Some((s.parse().ok()?, n.parse().ok()?)));
     let (seed, step) = at.ok_or_else(|| EnvError(format!("ENVS_NAN_REWARD={var:?}: expected <seed>:<step>")))?;

@@ -1,0 +1,226 @@
+//! Gymnasium's envs, for the ids envs does not implement (and for any id as `gymnasium:<id>`): each env is a
+//! Python process of the set-up's virtual environment running `gymnasium.make(id)`, stepped over its pipes, as
+//! SB3's `SubprocVecEnv` steps its workers. Only such an env starts Python: a native env never does, and nothing
+//! links libpython. Observations are flattened as gymnasium's `FlattenObservation` flattens a `Box`, `Discrete`
+//! or `MultiDiscrete` observation (a `Discrete` one one-hot); actions are `Discrete`, `MultiDiscrete` or a `Box`.
+
+use crate::{Action, Env, EnvError, Space, Step};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+/// What a Gymnasium id is prefixed with to run in Gymnasium where envs also implements it.
+pub const PREFIX: &str = "gymnasium:";
+
+/// The worker: reads a command (`r` and a seed, or `s` and an action) from stdin, writes the observation (and
+/// after `s` the reward and the two flags) to stdout; its first line is the spaces as JSON, or an error.
+const WORKER: &str = r#"
+import json, struct, sys
+def fail(msg):
+    sys.stdout.write(json.dumps({"error": msg}) + "\n"); sys.stdout.flush(); sys.exit(0)
+try:
+    import numpy as np
+    import gymnasium as gym
+    from gymnasium import spaces
+except Exception as e:
+    fail(f"Python cannot import gymnasium ({type(e).__name__}: {e}): run scripts/setup")
+env_id = sys.argv[1]
+try:
+    env = gym.make(env_id)
+except gym.error.DependencyNotInstalled as e:
+    fail(f"gymnasium.make('{env_id}') needs a package Python does not have ({e})")
+except Exception as e:
+    fail(f"gymnasium.make('{env_id}') failed: {type(e).__name__}: {e}")
+def describe(space, what):
+    if isinstance(space, spaces.Discrete):
+        return {"discrete": int(space.n)}
+    if isinstance(space, spaces.MultiDiscrete) and space.nvec.ndim == 1:
+        return {"multi": [int(n) for n in space.nvec]}
+    if isinstance(space, spaces.Box):
+        bounds = [b.astype("float64").ravel().tolist() for b in (space.low, space.high)]
+        return {"box": [list(space.shape)] + bounds}
+    fail(f"{env_id}'s {what} space is {space}: a binary reads Box, Discrete or MultiDiscrete"
+         " (wrap it, e.g. with gymnasium.wrappers.FlattenObservation)")
+obs_space, act_space = env.observation_space, env.action_space
+described = {"obs": describe(obs_space, "observation"), "act": describe(act_space, "action")}
+flat = lambda obs: np.asarray(spaces.flatten(obs_space, obs), dtype=np.float32).ravel()
+dim = flat(obs_space.sample()).size
+described["obs_dim"] = int(dim)
+sys.stdout.write(json.dumps(described) + "\n"); sys.stdout.flush()
+stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+act = described["act"]
+while True:
+    op = stdin.read(1)
+    if not op:
+        break
+    try:
+        if op == b"r":
+            (seed,) = struct.unpack("<q", stdin.read(8))
+            obs, _ = env.reset(seed=None if seed < 0 else seed)
+            stdout.write(b"o" + flat(obs).tobytes())
+        else:
+            if "discrete" in act:
+                (a,) = struct.unpack("<q", stdin.read(8))
+            elif "multi" in act:
+                a = np.frombuffer(stdin.read(8 * len(act["multi"])), dtype="<i8").astype(act_space.dtype)
+            else:
+                a = np.frombuffer(stdin.read(4 * int(np.prod(act["box"][0]))), dtype="<f4").reshape(act["box"][0])
+            obs, reward, terminated, truncated, _ = env.step(a)
+            tail = struct.pack("<d??", float(reward), bool(terminated), bool(truncated))
+            stdout.write(b"o" + flat(obs).tobytes() + tail)
+    except Exception as e:
+        msg = f"{env_id} raised in {'reset' if op == b'r' else 'step'}: {type(e).__name__}: {e}".encode()
+        stdout.write(b"e" + struct.pack("<q", len(msg)) + msg)
+    stdout.flush()
+"#;
+
+/// One Gymnasium env in its Python process.
+pub struct Gymnasium {
+    id: String,
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    observation_space: Space,
+    action_space: Space,
+    buf: Vec<u8>,
+}
+
+/// The set-up's Python: `$PPO_DETAILS_PYTHON`, else the virtual environment scripts/setup made (compiled in).
+fn python() -> std::path::PathBuf {
+    std::env::var_os("PPO_DETAILS_PYTHON")
+        .map(Into::into)
+        .unwrap_or_else(|| std::path::Path::new(env!("PPO_DETAILS_DEFAULT_VENV")).join("bin").join("python"))
+}
+
+impl Gymnasium {
+    /// `gymnasium.make(id)` in a new Python process; the error is one line (an id Gymnasium does not know, a
+    /// package it needs, a space no binary reads, no Python).
+    pub fn new(id: &str) -> Result<Gymnasium, EnvError> {
+        let python = python();
+        let mut child = Command::new(&python)
+            .args(["-c", WORKER, id])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| {
+                EnvError(format!("{id}: cannot start {} for Gymnasium ({e}): run scripts/setup", python.display()))
+            })?;
+        let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+        let (Some(stdin), Some(stdout)) = (stdin, stdout) else { return Err(EnvError(format!("{id}: no pipes"))) };
+        let mut stdout = BufReader::new(stdout);
+        let mut line = String::new();
+        stdout.read_line(&mut line).map_err(|e| EnvError(format!("{id}: Gymnasium's process: {e}")))?;
+        let described: serde_json::Value = serde_json::from_str(&line)
+            .map_err(|_| EnvError(format!("{id}: Gymnasium's process ended without a word (see above)")))?;
+        if let Some(error) = described["error"].as_str() {
+            let _ = child.wait();
+            return Err(EnvError(error.to_string()));
+        }
+        let space = |v: &serde_json::Value| -> Option<Space> {
+            if let Some(n) = v["discrete"].as_u64() {
+                return Some(Space::Discrete(n as usize));
+            }
+            if let Some(nvec) = v["multi"].as_array() {
+                return Some(Space::MultiDiscrete(nvec.iter().map(|n| n.as_u64().unwrap_or(0) as usize).collect()));
+            }
+            let [shape, low, high] = v["box"].as_array()?.as_slice() else { return None };
+            let floats = |v: &serde_json::Value| -> Option<Vec<f32>> {
+                v.as_array()?.iter().map(|x| x.as_f64().map(|x| x as f32)).collect()
+            };
+            let shape = shape.as_array()?.iter().map(|n| n.as_u64().map(|n| n as usize)).collect::<Option<_>>()?;
+            Some(Space::Box { shape, low: floats(low)?, high: floats(high)? })
+        };
+        let garbled = || EnvError(format!("{id}: Gymnasium's process described its spaces as {line}"));
+        let (act, obs_dim) = (space(&described["act"]).ok_or_else(garbled)?, described["obs_dim"].as_u64());
+        let obs_dim = obs_dim.ok_or_else(garbled)? as usize;
+        // the flattened observation: a Box's bounds as they are, a one-hot's in [0, 1]
+        let observation_space = match space(&described["obs"]).ok_or_else(garbled)? {
+            Space::Box { low, high, .. } if low.len() == obs_dim => Space::bounded_box(low, high),
+            _ => Space::bounded_box(vec![0.0; obs_dim], vec![1.0; obs_dim]),
+        };
+        announce(id, &python);
+        Ok(Gymnasium {
+            id: id.to_string(),
+            child,
+            stdin,
+            stdout,
+            observation_space,
+            action_space: act,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Sends one command and reads the observation into `obs`, then `extra` more bytes; a Python exception (or
+    /// a process that died) ends the run: one line, exit code 2, the logs as they stood.
+    fn call(&mut self, command: &[u8], obs: &mut [f32], extra: usize) -> &[u8] {
+        let sent = self.stdin.write_all(command).and_then(|()| self.stdin.flush());
+        let mut tag = [0u8];
+        let read = sent.and_then(|()| self.stdout.read_exact(&mut tag));
+        if read.is_err() {
+            self.die(format!("{}: Gymnasium's process ended (see above)", self.id));
+        }
+        if tag[0] == b'e' {
+            let mut len = [0u8; 8];
+            let _ = self.stdout.read_exact(&mut len);
+            let mut msg = vec![0u8; u64::from_le_bytes(len) as usize];
+            let _ = self.stdout.read_exact(&mut msg);
+            self.die(String::from_utf8_lossy(&msg).into_owned());
+        }
+        self.buf.resize(4 * obs.len() + extra, 0);
+        if self.stdout.read_exact(&mut self.buf).is_err() {
+            self.die(format!("{}: Gymnasium's process ended mid-answer", self.id));
+        }
+        for (o, b) in obs.iter_mut().zip(self.buf.chunks_exact(4)) {
+            *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        &self.buf[4 * obs.len()..]
+    }
+
+    fn die(&mut self, msg: String) -> ! {
+        let _ = self.child.kill();
+        let _ = std::io::stderr().write_all(format!("error: {msg}\n").as_bytes());
+        std::process::exit(2)
+    }
+}
+
+/// One line, once per process, that the envs run in Python.
+fn announce(id: &str, python: &std::path::Path) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| println!("env: {id} runs in Gymnasium, one Python process per env ({})", python.display()));
+}
+
+impl Env for Gymnasium {
+    type Obs = f32;
+
+    fn observation_space(&self) -> Space {
+        self.observation_space.clone()
+    }
+
+    fn action_space(&self) -> Space {
+        self.action_space.clone()
+    }
+
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+        let seed = seed.map_or(-1, |s| s.min(i64::MAX as u64) as i64);
+        let command = [&b"r"[..], &seed.to_le_bytes()].concat();
+        self.call(&command, obs, 0);
+    }
+
+    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+        let mut command = vec![b's'];
+        match action {
+            Action::Discrete(a) => a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes())),
+            Action::Continuous(a) => a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes())),
+        }
+        let tail = self.call(&command, obs, 10);
+        let reward = f64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
+        Step { reward, terminated: tail[8] != 0, truncated: tail[9] != 0, episode: None }
+    }
+}
+
+impl Drop for Gymnasium {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,102 @@
+//! Gymnasium's own envs (envs::gymnasium): an id envs does not implement, or any as `gymnasium:<id>`, runs in a
+//! Python process of the set-up's virtual environment. A traced `ppo` run on `gymnasium:CartPole-v1` is Gymnasium's
+//! CartPole step for step (its recorded actions replayed in Python on the same seeds give the same observations,
+//! rewards and ends), keeps ratio == 1 and learns; what cannot run is one line, exit code 2, nothing written.
+
+mod common;
+use common::{assert_ratio_one_and_small_kl, run, run_with_env};
+
+const PPO: &str = env!("CARGO_BIN_EXE_ppo");
+
+/// The set-up's Python (scripts/setup links it as `.venv`).
+fn python() -> std::path::PathBuf {
+    std::path::Path::new(".venv/bin/python").to_path_buf()
+}
+
+/// Replays the trace's actions in Gymnasium (4 envs seeded 1..4, gymnasium 0.29's autoreset: an env that ends is
+/// reset at once) and checks the trace's observations, rewards and done flags against it, exactly.
+const REPLAY: &str = r#"
+import json, sys
+import numpy as np
+import gymnasium as gym
+t = json.load(open(sys.argv[1]))
+n, steps = 4, len(t["actions"]) // 4
+obs = np.array(t["obs"], dtype=np.float32).reshape(steps, n, -1)
+actions = np.array(t["actions"]).reshape(steps, n)
+rewards = np.array(t["rewards"], dtype=np.float32).reshape(steps, n)
+dones = np.array(t["dones"], dtype=np.float32).reshape(steps, n)
+envs = [gym.make("CartPole-v1") for _ in range(n)]
+now = [env.reset(seed=1 + e)[0] for e, env in enumerate(envs)]
+ends = 0
+for s in range(steps):
+    for e, env in enumerate(envs):
+        assert np.array_equal(now[e].astype(np.float32), obs[s, e]), (s, e, now[e], obs[s, e])
+        o, r, term, trunc, _ = env.step(int(actions[s, e]))
+        assert np.float32(r) == rewards[s, e], (s, e, r, rewards[s, e])
+        if s + 1 < steps:
+            assert float(term or trunc) == dones[s + 1, e], (s, e, term, trunc)
+        ends += term or trunc
+        now[e] = env.reset()[0] if term or trunc else o
+print(f"{steps} steps of {n} envs, {ends} episode ends, all as Gymnasium's")
+"#;
+
+#[test]
+fn a_gymnasium_env_is_gymnasiums_step_for_step() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let trace_file = work.path().join("trace.safetensors");
+    let args = ["--env-id", "gymnasium:CartPole-v1", "--total-timesteps", "512"];
+    let r = run_with_env(PPO, &args, &[("PPO_TRACE", trace_file.to_str().expect("utf-8"))]);
+    let stdout = String::from_utf8_lossy(&r.assert_ok().output.stdout).into_owned();
+    assert!(stdout.contains("env: CartPole-v1 runs in Gymnasium"), "{stdout}");
+    let trace: std::collections::BTreeMap<String, tch::Tensor> =
+        tch::Tensor::read_safetensors(&trace_file).expect("the trace").into_iter().collect();
+    let floats = |name: &str| Vec::<f32>::try_from(trace[name].reshape([-1])).expect("floats");
+    let actions = Vec::<i64>::try_from(trace["rollout.actions"].reshape([-1])).expect("ints");
+    let json = serde_json::json!({
+        "obs": floats("rollout.obs"), "actions": actions,
+        "rewards": floats("rollout.rewards"), "dones": floats("rollout.dones"),
+    });
+    let json_file = work.path().join("trace.json");
+    std::fs::write(&json_file, json.to_string()).expect("write");
+    let out =
+        std::process::Command::new(python()).args(["-c", REPLAY]).arg(&json_file).output().expect("python starts");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("128 steps of 4 envs"), "{stdout}");
+}
+
+/// `ppo` on Gymnasium's CartPole: ratio == 1 at every update's first minibatch, and it learns as on the native one
+/// (the mean of the last 20 episodes above 100 within 60k steps, as tests/ppo_seeds.rs asks of `ppo`'s seeds).
+#[test]
+fn ppo_learns_gymnasiums_cartpole() {
+    let r = run(PPO, &["--env-id", "gymnasium:CartPole-v1", "--total-timesteps", "61440"]);
+    let updates = r.assert_ok().csv("updates.csv");
+    assert_ratio_one_and_small_kl(
+        &updates,
+        "debug/first_mb_max_ratio_dev",
+        "debug/first_mb_clipfrac",
+        "losses/approx_kl",
+        30,
+    );
+    let returns = r.csv("episodes.csv").col("charts/episodic_return");
+    let last20 = returns.iter().rev().take(20).sum::<f64>() / 20.0;
+    assert!(last20 > 100.0, "{last20}");
+}
+
+/// What cannot run: an id Gymnasium does not know, an env whose package is missing (Box2D), a space no binary reads
+/// (Blackjack's Tuple), a Gymnasium env asked of a binary that runs none: one line, exit code 2, no run directory.
+#[test]
+fn what_cannot_run_is_one_line_exit_2() {
+    common::assert_bad_input(
+        PPO,
+        &[
+            (&["--env-id", "NoSuchEnv-v0"], &[], "gymnasium.make('NoSuchEnv-v0') failed: NameNotFound"),
+            (&["--env-id", "LunarLander-v2"], &[], "pip install gymnasium[box2d]"),
+            (&["--env-id", "Blackjack-v1"], &[], "Tuple(Discrete(32), Discrete(11), Discrete(2))"),
+        ],
+    );
+    common::assert_bad_input(
+        env!("CARGO_BIN_EXE_ppo_atari"),
+        &[(&["--env-id", "gymnasium:CartPole-v1"], &[], "ppo_atari runs no Gymnasium env")],
+    );
+}
