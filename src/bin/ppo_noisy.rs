@@ -394,11 +394,11 @@ fn main() {
         }
 
         // Extra 1: the KL of the rollout's policy to the updated one, Σ_a π_old log(π_old / π) (the report's 3.6)
-        let adaptive_kl = old_log_probs.map_or(f64::NAN, |old| {
+        let adaptive_kl = old_log_probs.map(|old| {
             (old.exp() * (&old - log_pi())).sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float).double_value(&[])
         });
-        // Extra 1: the report's rule (adapt_lr); the rate logged is the one it gives, as ppo_continuous logs it
-        adapted_lr = adapt_lr(lr, adaptive_kl, args.desired_kl);
+        // Extra 1: the report's rule (adapt_lr), with --adaptive-lr; the rate logged is the one it gives
+        adapted_lr = adaptive_kl.map_or(adapted_lr, |kl| adapt_lr(lr, kl, args.desired_kl));
         let lr = if args.adaptive_lr { adapted_lr } else { lr };
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
@@ -425,7 +425,7 @@ fn main() {
             ("debug/first_mb_max_ratio_dev", OnDevice(&ratio_devs[0].max())),
             ("debug/first_mb_clipfrac", OnDevice(&clipfrac(&ratio_devs[0]))),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
-            ("debug/adaptive_kl", if args.adaptive_lr { OnHost(adaptive_kl) } else { Off }),
+            ("debug/adaptive_kl", adaptive_kl.map_or(Off, OnHost)),
         ];
         trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         log.update(&row, &loss, envs.take_step_seconds(), learning_start);

@@ -155,8 +155,8 @@ fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
     nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
 }
 
-// Core 13: separate policy and value networks
-// Continuous 4: separate policy and value MLPs (Ressim 2: by default a trunk shared by both, --shared-trunk)
+// Core 13: separate policy and value networks (Ressim 2: by default one trunk shared by both, --shared-trunk)
+// Continuous 4: separate policy and value MLPs
 struct Agent {
     trunk: nn::Sequential,
     critic: nn::Sequential,
