@@ -64,7 +64,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
         &[
             (&["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4"], &[], "divisible"),
             (&["--total-timesteps", "100"], &[], "below one batch"),
-            (&["--env-id", "NoSuchEnv-v9"], &[], "unknown env id 'NoSuchEnv-v9'"),
+            (&["--env-id", "NoSuchEnv-v9"], &[], "gymnasium.make('NoSuchEnv-v9') failed: NameNotFound"),
             (&["--env-id", "BreakoutNoFrameskip-v4"], &[], "ppo_atari"),
             (&["--env-id", "Pendulum-v1"], &[], "ppo_continuous"),
         ],

@@ -70,7 +70,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
             (&["--num-envs", "6", "--num-minibatches", "4"], &[], "minibatches are whole envs"),
             (&["--num-envs", "4", "--num-minibatches", "4", "--num-steps", "1"], &[], "--norm-adv"),
             (&["--env-id", "HalfCheetah-v4"], &[], "run it with ppo_continuous;"),
-            (&["--env-id", "NoSuchGameNoFrameskip-v4"], &[], "unknown env id 'NoSuchGameNoFrameskip-v4'"),
+            (&["--env-id", "NoSuchGameNoFrameskip-v4"], &[], "gymnasium.make('NoSuchGameNoFrameskip-v4') failed"),
         ],
     );
 }

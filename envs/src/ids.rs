@@ -140,22 +140,23 @@ mod tests {
         }
     }
 
+    /// A binary that runs no Gymnasium env lists its own ids for an unknown one; one that does passes it on to
+    /// Gymnasium (`make` refuses it there if Gymnasium does not know it either), and so `gymnasium:<id>`.
     #[test]
     fn unknown_ids_list_the_binarys_own() {
-        assert_eq!(
-            message("ppo", "Foo-v0"),
-            "unknown env id 'Foo-v0'; ppo runs CartPole-v1, Acrobot-v1, MountainCar-v0, CartPoleNoVel-v1, \
-                MountainCarNoVel-v0"
-        );
         assert_eq!(
             message("ppo_multilevel", "ResSim-v9"),
             "unknown env id 'ResSim-v9'; ppo_multilevel runs ResSim-case1, ResSim-v1"
         );
-        let continuous = "ppo_continuous runs Pendulum-v1, MountainCarContinuous-v0, PendulumNoVel-v1, \
-            MountainCarContinuousNoVel-v0, HalfCheetah-v4, Hopper-v4, Walker2d-v4, \
-            InvertedPendulum-v4, Ant-v4, Humanoid-v4, HumanoidStandup-v4, InvertedDoublePendulum-v4, \
-            Pusher-v4, Reacher-v4, Swimmer-v4, ResSim-case1, ResSim-v1";
-        assert_eq!(message("ppo_continuous", "NoSuchEnv-v9"), format!("unknown env id 'NoSuchEnv-v9'; {continuous}"));
+        assert_eq!(
+            message("ppo_ressim", "NoSuchEnv-v9"),
+            "unknown env id 'NoSuchEnv-v9'; ppo_ressim runs ResSim-case1, ResSim-v1"
+        );
+        for bin in GYMNASIUM {
+            assert_eq!(check_id(bin, "Foo-v0"), Ok(()), "{bin}");
+            assert_eq!(check_id(bin, "gymnasium:CartPole-v1"), Ok(()), "{bin}");
+        }
+        assert!(message("ppo_atari", "gymnasium:CartPole-v1").starts_with("ppo_atari runs no Gymnasium env"));
     }
 
     #[test]
@@ -164,7 +165,7 @@ mod tests {
                      (e.g. BreakoutNoFrameskip-v4, PongNoFrameskip-v4)";
         for id in ["NoSuchGameNoFrameskip-v4", "BreakOutNoFrameskip-v4", "Breakout-v5"] {
             assert_eq!(message("ppo_atari", id), format!("unknown env id '{id}'; {atari}"));
-            assert!(message("ppo", id).starts_with(&format!("unknown env id '{id}'; ppo runs")), "{id}");
+            assert_eq!(check_id("ppo", id), Ok(()), "{id}: Gymnasium's to refuse");
         }
     }
 
@@ -199,11 +200,11 @@ mod tests {
     fn a_binary_checks_its_id_with_its_other_flags() {
         // each binary's `check_args` returns `Result<(), String>`
         let check_args = |id: &str| -> Result<(), String> {
-            check_id("ppo", id)?;
+            check_id("ppo_atari", id)?;
             Ok(())
         };
-        assert_eq!(check_args("Acrobot-v1"), Ok(()));
-        assert_eq!(check_args("Foo-v0"), Err(message("ppo", "Foo-v0")));
+        assert_eq!(check_args("PongNoFrameskip-v4"), Ok(()));
+        assert_eq!(check_args("Foo-v0"), Err(message("ppo_atari", "Foo-v0")));
     }
 
     /// Your own copy of a binary (docs/your-env.md) runs its own ids: its make_env refuses what it cannot make.
