@@ -28,6 +28,8 @@ try:
     env = gym.make(env_id)
 except gym.error.DependencyNotInstalled as e:
     fail(f"gymnasium.make('{env_id}') needs a package Python does not have ({e})")
+except ModuleNotFoundError as e:
+    fail(f"gymnasium.make('{env_id}') needs the Python package {e.name}: {sys.executable} -m pip install {e.name}")
 except Exception as e:
     fail(f"gymnasium.make('{env_id}') failed: {type(e).__name__}: {e}")
 def describe(space, what):
@@ -36,7 +38,9 @@ def describe(space, what):
     if isinstance(space, spaces.MultiDiscrete) and space.nvec.ndim == 1:
         return {"multi": [int(n) for n in space.nvec]}
     if isinstance(space, spaces.Box):
-        bounds = [b.astype("float64").ravel().tolist() for b in (space.low, space.high)]
+        # an infinite bound as null (JSON has no infinity): low's is -inf, high's +inf
+        finite = lambda b: [x if np.isfinite(x) else None for x in b.astype("float64").ravel().tolist()]
+        bounds = [finite(space.low), finite(space.high)]
         return {"box": [list(space.shape)] + bounds}
     fail(f"{env_id}'s {what} space is {space}: a binary reads Box, Discrete or MultiDiscrete"
          " (wrap it, e.g. with gymnasium.wrappers.FlattenObservation)")
@@ -124,11 +128,14 @@ impl Gymnasium {
                 return Some(Space::MultiDiscrete(nvec.iter().map(|n| n.as_u64().unwrap_or(0) as usize).collect()));
             }
             let [shape, low, high] = v["box"].as_array()?.as_slice() else { return None };
-            let floats = |v: &serde_json::Value| -> Option<Vec<f32>> {
-                v.as_array()?.iter().map(|x| x.as_f64().map(|x| x as f32)).collect()
+            let floats = |v: &serde_json::Value, infinite: f32| -> Option<Vec<f32>> {
+                v.as_array()?
+                    .iter()
+                    .map(|x| if x.is_null() { Some(infinite) } else { x.as_f64().map(|x| x as f32) })
+                    .collect()
             };
             let shape = shape.as_array()?.iter().map(|n| n.as_u64().map(|n| n as usize)).collect::<Option<_>>()?;
-            Some(Space::Box { shape, low: floats(low)?, high: floats(high)? })
+            Some(Space::Box { shape, low: floats(low, f32::NEG_INFINITY)?, high: floats(high, f32::INFINITY)? })
         };
         let garbled = || EnvError(format!("{id}: Gymnasium's process described its spaces as {line}"));
         let (act, obs_dim) = (space(&described["act"]).ok_or_else(garbled)?, described["obs_dim"].as_u64());
