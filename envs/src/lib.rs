@@ -104,7 +104,7 @@ pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
             // an id envs does not implement: Gymnasium's, through the set-up's Python
             Err(unknown) if unknown == EnvError::unknown(id) => match gymnasium::Gymnasium::new(id) {
                 Ok(env) => Box::new(env),
-                Err(e) => return Err(EnvError(format!("{id}: not an env envs implements; as Gymnasium's: {e}"))),
+                Err(e) => return Err(EnvError(format!("{unknown}; as Gymnasium's: {e}"))),
             },
             made => made?,
         },

@@ -87,8 +87,10 @@ fn time_limit_truncates_mountain_car_at_200() {
 
 #[test]
 fn unknown_id_lists_the_known_ones() {
-    let err = make("CartPole-v0").err().expect("unknown id is an error").to_string();
-    assert!(err.contains("CartPole-v0") && err.contains("CartPole-v1") && err.contains("Acrobot-v1"), "{err}");
+    // an id neither envs nor Gymnasium knows (CartPole-v0 is Gymnasium's: it runs there)
+    let err = make("CartPole-v9").err().expect("unknown id is an error").to_string();
+    assert!(err.contains("CartPole-v9") && err.contains("CartPole-v1") && err.contains("Acrobot-v1"), "{err}");
+    assert!(err.contains("as Gymnasium's: gymnasium.make('CartPole-v9') failed"), "{err}");
 }
 
 #[test]
