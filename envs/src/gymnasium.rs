@@ -86,6 +86,8 @@ pub struct Gymnasium {
     observation_space: Space,
     action_space: Space,
     buf: Vec<u8>,
+    /// the step's command, kept: a step allocates nothing
+    command: Vec<u8>,
 }
 
 /// The set-up's Python: `$PPO_DETAILS_PYTHON`, else the virtual environment scripts/setup made (compiled in).
@@ -154,6 +156,7 @@ impl Gymnasium {
             observation_space,
             action_space: act,
             buf: Vec::new(),
+            command: Vec::new(),
         })
     }
 
@@ -214,14 +217,18 @@ impl Env for Gymnasium {
     }
 
     fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
-        let mut command = vec![b's'];
+        let mut command = std::mem::take(&mut self.command);
+        command.clear();
+        command.push(b's');
         match action {
             Action::Discrete(a) => a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes())),
             Action::Continuous(a) => a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes())),
         }
         let tail = self.call(&command, obs, 10);
         let reward = f64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
-        Step { reward, terminated: tail[8] != 0, truncated: tail[9] != 0, episode: None }
+        let step = Step { reward, terminated: tail[8] != 0, truncated: tail[9] != 0, episode: None };
+        self.command = command;
+        step
     }
 }
 
