@@ -6,7 +6,7 @@
 
 use crate::cli::Experiment;
 use crate::durable::{rename_durably, tmp_path};
-use crate::fail;
+use crate::exit::fail;
 use crate::optim::FlatAdam;
 use std::path::Path;
 use std::time::Instant;

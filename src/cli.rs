@@ -1,8 +1,9 @@
 //! The command line: what the library needs of a binary's `Args` ([`Experiment`]), the flags every
 //! binary shares ([`RunArgs`]), and [`parse_args`], which parses them with CleanRL's booleans, checks
-//! the combinations that cannot work, and with `--resume` takes the run's own arguments.
+//! the combinations that cannot work, and with `--resume` takes the run's own arguments; [`experiment!`], the
+//! `impl Experiment` of a binary's `Args` in one line, and the thread defaults it names.
 
-use crate::fail;
+use crate::exit::fail;
 use crate::flags::{at_least_one, plain_name};
 use clap::ArgAction;
 
@@ -31,6 +32,97 @@ pub trait Experiment: clap::Parser + serde::Serialize + serde::de::DeserializeOw
     fn check(&self) -> Result<(), String> {
         Ok(())
     }
+}
+
+/// `impl Experiment for $args` for an `Args` with the fields `run` (the flattened [`RunArgs`]),
+/// `env_id` and those of [`checks::Rollout`], in the binary that calls it (its name is
+/// `env!("CARGO_BIN_NAME")` there). The defaults of `--torch-threads` and `--env-threads`: one each
+/// with `one_core`, every core for both with `all_cores`, every core for libtorch and one env thread
+/// with `torch_on_all_cores`, or the pair given. `Experiment::check` runs the binary's
+/// own `check = f` (`fn(&Args) -> Result<(), String>`), if given, then `Rollout::check`.
+///
+/// `levels`: a multilevel rollout, its shapes checked by [`checks::Levels`] (fields `levels`, `level_steps`,
+/// `level_minibatch_size`, `num_envs`, `norm_adv`, `normalize`) and `--num-iterations` its length, which
+/// `--resume` may raise. `batch_checked_in_main`: no batch check here, for a binary whose batch depends on
+/// what only `main` knows (its ranks or workers), which checks it there; with `resume_may_change = &["..."]`,
+/// the flags that `--resume` may change besides the run's own (where the ranks run).
+/// `added_later = &[("flag", "value")]`: flags added since runs were made, with the value a run of
+/// an earlier build had in effect ([`Experiment::ADDED_LATER`]).
+#[macro_export]
+macro_rules! experiment {
+    (@impl $args:ty, $threads:expr, $may_change:expr, $added_later:expr, $check:expr) => {
+        impl $crate::Experiment for $args {
+            const NAME: &'static str = env!("CARGO_BIN_NAME");
+            const RESUME_MAY_CHANGE: &'static [&'static str] = $may_change;
+            const ADDED_LATER: &'static [(&'static str, &'static str)] = $added_later;
+            fn run(&self) -> &$crate::RunArgs {
+                &self.run
+            }
+            fn env_id(&self) -> &str {
+                &self.env_id
+            }
+            fn threads() -> (usize, usize) {
+                $threads
+            }
+            fn check(&self) -> Result<(), String> {
+                ($check)(self)
+            }
+        }
+    };
+    (@rollout $args:ty, $threads:expr, $added_later:expr, $check:expr) => {
+        $crate::experiment!(@impl $args, $threads, &[], $added_later, |a: &$args| {
+            ($check)(a)?;
+            let (num_envs, num_steps, num_minibatches) = (a.num_envs, a.num_steps, a.num_minibatches);
+            let (total_timesteps, norm_adv, ranks) = (a.total_timesteps, a.norm_adv, None);
+            $crate::checks::Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv, ranks }.check()
+        });
+    };
+    ($args:ty, $threads:expr, levels, added_later = $added_later:expr) => {
+        $crate::experiment!(@impl $args, $threads, &["num_iterations"], $added_later, |a: &$args| {
+            let (levels, level_steps, level_minibatch_size) = (&a.levels, &a.level_steps, &a.level_minibatch_size);
+            let (num_envs, norm_adv, normalize) = (a.num_envs, a.norm_adv, a.normalize);
+            $crate::checks::Levels { levels, level_steps, level_minibatch_size, num_envs, norm_adv, normalize }.check()
+        });
+    };
+    ($args:ty, one_core) => {
+        $crate::experiment!($args, (1, 1), |_: &$args| Ok::<(), String>(()));
+    };
+    ($args:ty, all_cores) => {
+        $crate::experiment!($args, ($crate::all_cores(), $crate::all_cores()), |_: &$args| Ok::<(), String>(()));
+    };
+    ($args:ty, torch_on_all_cores) => {
+        $crate::experiment!($args, ($crate::all_cores(), 1), |_: &$args| Ok::<(), String>(()));
+    };
+    ($args:ty, torch_on_all_cores, check = $check:expr) => {
+        $crate::experiment!($args, ($crate::all_cores(), 1), $check);
+    };
+    ($args:ty, one_core, check = $check:expr) => {
+        $crate::experiment!($args, (1, 1), $check);
+    };
+    ($args:ty, all_cores, check = $check:expr) => {
+        $crate::experiment!($args, ($crate::all_cores(), $crate::all_cores()), $check);
+    };
+    ($args:ty, one_core, added_later = $added_later:expr) => {
+        $crate::experiment!(@rollout $args, (1, 1), $added_later, |_: &$args| Ok::<(), String>(()));
+    };
+    ($args:ty, all_cores, batch_checked_in_main) => {
+        $crate::experiment!(@impl $args, ($crate::all_cores(), $crate::all_cores()), &[], &[], |_: &$args| {
+            Ok::<(), String>(())
+        });
+    };
+    ($args:ty, all_cores, resume_may_change = $may_change:expr, batch_checked_in_main) => {
+        $crate::experiment!(@impl $args, ($crate::all_cores(), $crate::all_cores()), $may_change, &[], |_: &$args| {
+            Ok::<(), String>(())
+        });
+    };
+    ($args:ty, $threads:expr, $check:expr) => {
+        $crate::experiment!(@rollout $args, $threads, &[], $check);
+    };
+}
+
+/// Every core of this machine: the thread default of the binaries with a CNN or many envs.
+pub fn all_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The experiment's flags, the same in every binary (each `Args` flattens them in).

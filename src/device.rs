@@ -143,7 +143,7 @@ pub fn pick_device(cuda: bool, network: Network) -> (Device, String) {
     };
     if let Some(why) = driver.gpus.first().and_then(|gpu| unusable(&driver, gpu)) {
         if CUDA_ASKED.load(Ordering::Relaxed) {
-            crate::fail(2, format!("--cuda: GPU 0, {why}"));
+            crate::exit::fail(2, format!("--cuda: GPU 0, {why}"));
         }
         return (Device::Cpu, format!("cpu (GPU 0, {why})"));
     }
@@ -170,9 +170,9 @@ fn advice(network: Network, cuda_asked: bool) -> &'static str {
 /// The device line of GPU `index` (a rank's of a data-parallel run): `cuda:N (name, ...)`. A GPU
 /// this libtorch cannot use is one line, exit code 2 (the rank was given it).
 pub fn gpu_line(index: usize) -> String {
-    let driver = driver().unwrap_or_else(|why| crate::fail(1, format!("GPU {index}: {why}")));
+    let driver = driver().unwrap_or_else(|why| crate::exit::fail(1, format!("GPU {index}: {why}")));
     if let Some(why) = driver.gpus.get(index).and_then(|gpu| unusable(&driver, gpu)) {
-        crate::fail(2, format!("GPU {index}, {why}"));
+        crate::exit::fail(2, format!("GPU {index}, {why}"));
     }
     format!("cuda:{index} ({})", describe(&driver, index))
 }
@@ -186,10 +186,11 @@ pub fn rank_gpu(local_rank: usize, device_ids: &[usize]) -> (Device, String) {
         [] => local_rank % count,
         ids => match ids.get(local_rank) {
             Some(&i) if i < count => i,
-            Some(&i) => crate::fail(2, format!("--device-ids names GPU {i}, but this machine has {count}")),
-            None => {
-                crate::fail(2, format!("--device-ids names no GPU for local rank {local_rank} ({} given)", ids.len()))
-            }
+            Some(&i) => crate::exit::fail(2, format!("--device-ids names GPU {i}, but this machine has {count}")),
+            None => crate::exit::fail(
+                2,
+                format!("--device-ids names no GPU for local rank {local_rank} ({} given)", ids.len()),
+            ),
         },
     };
     (Device::Cuda(index), gpu_line(index))

@@ -123,11 +123,11 @@ impl AllReduce {
         match self {
             AllReduce::Skip => {}
             AllReduce::Nccl(nccl) => {
-                nccl.all_reduce_sum(t).unwrap_or_else(|e| crate::fail(1, e));
+                nccl.all_reduce_sum(t).unwrap_or_else(|e| crate::exit::fail(1, e));
                 let _ = tch::no_grad(|| t.shallow_clone().g_div_scalar_(world.size() as f64));
             }
             AllReduce::Mpi => {
-                let local = crate::to_host(t);
+                let local = crate::host::to_host(t);
                 let mut sum = vec![0f32; local.len()];
                 world.all_reduce_into(&local[..], &mut sum[..], mpi::collective::SystemOperation::sum());
                 let mean = Tensor::from_slice(&sum) / world.size() as f64;

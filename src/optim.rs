@@ -117,7 +117,7 @@ impl FlatAdam {
                 let mut moved = [self.m.copy(), self.v.copy(), self.flat.copy()];
                 adam_step(moved.each_mut(), &self.grad, lr, t, self.eps);
                 for (now, moved) in [&mut self.m, &mut self.v, &mut self.flat].into_iter().zip(moved) {
-                    let _ = now.copy_(&moved.where_self(&moving, now));
+                    now.copy_(&moved.where_self(&moving, now));
                 }
             });
         }

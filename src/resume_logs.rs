@@ -4,7 +4,7 @@
 
 use crate::checkpoint::{CheckpointMeta, Start};
 use crate::durable::{rename_durably, tmp_path};
-use crate::fail;
+use crate::exit::fail;
 use std::path::Path;
 
 /// `--resume`: the logs must hold every row up to the checkpoint (as many as it counted when it was
@@ -29,57 +29,55 @@ fn logs_reach(checkpoint: &CheckpointMeta, updates: usize, episodes: usize) -> R
 /// A CSV file's header and rows.
 pub(crate) type Table = (csv::StringRecord, Vec<csv::StringRecord>);
 
-impl Start {
-    /// With `--resume`, before the run's lock is taken (whose file would then name this process):
-    /// refuses logs that do not reach the checkpoint, exit code 2 ([`Start::kept_logs`]), or that
-    /// cannot be read, exit code 1. A new run: nothing to check.
-    pub(crate) fn check_logs(&self, dir: &Path) {
-        if self.checkpoint.is_some() {
-            self.kept_logs(dir).unwrap_or_else(|e| fail(1, format!("cannot read {}: {e}", dir.display())));
-        }
-    }
-
-    /// The rows of updates.csv and episodes.csv up to where the loop starts; with `--resume` they must
-    /// hold every row up to the checkpoint (one line, exit code 2 otherwise). A new run's: none.
-    pub(crate) fn kept_logs(&self, dir: &Path) -> std::io::Result<(Table, Table)> {
-        let (iteration, global_step) = (self.iteration as f64, self.global_step as f64);
-        let updates_kept = rows_up_to(&dir.join("updates.csv"), Some(("iteration", iteration)))?;
-        let episodes_kept = rows_up_to(&dir.join("episodes.csv"), Some(("global_step", global_step)))?;
-        let (updates, episodes) = (("updates.csv", &updates_kept.0), ("episodes.csv", &episodes_kept.0));
-        for ((name, header), column) in
-            [(updates, "iteration"), (episodes, "global_step"), (episodes, "charts/episodic_return")]
-        {
-            if !header.is_empty() && !header.iter().any(|h| h == column) {
-                fail(2, format!("cannot resume {}: its {name} has no {column} column (damaged)", dir.display()));
-            }
-        }
-        if let Some(checkpoint) = &self.checkpoint {
-            logs_reach(checkpoint, updates_kept.1.len(), episodes_kept.1.len())
-                .unwrap_or_else(|e| fail(2, format!("cannot resume {}: {e}", dir.display())));
-        }
-        Ok((updates_kept, episodes_kept))
-    }
-
-    /// The logs of `dir` cut back to where the loop starts, the rows `kept` ([`Start::kept_logs`]):
-    /// the CSVs written anew with them (what was logged after the checkpoint goes), and TensorBoard's
-    /// events too, so that no row is missing or repeated; the writer of the new events (a new run: a
-    /// new file, empty).
-    pub(crate) fn logs_anew(
-        &self,
-        dir: &Path,
-        (updates_kept, episodes_kept): &(Table, Table),
-    ) -> std::io::Result<tboard::EventWriter<std::fs::File>> {
-        rewrite(&dir.join("updates.csv"), updates_kept)?;
-        rewrite(&dir.join("episodes.csv"), episodes_kept)?;
-        if self.iteration > 0 {
-            println!("resuming {} at iteration {}, global_step {}", dir.display(), self.iteration, self.global_step);
-        }
-        events_from(dir, [updates_kept, episodes_kept], None)
+/// With `--resume`, before the run's lock is taken (whose file would then name this process):
+/// refuses logs that do not reach the checkpoint, exit code 2 ([`kept_logs`]), or that
+/// cannot be read, exit code 1. A new run: nothing to check.
+pub(crate) fn check_logs(start: &Start, dir: &Path) {
+    if start.checkpoint.is_some() {
+        kept_logs(start, dir).unwrap_or_else(|e| fail(1, format!("cannot read {}: {e}", dir.display())));
     }
 }
 
+/// The rows of updates.csv and episodes.csv up to where the loop starts; with `--resume` they must
+/// hold every row up to the checkpoint (one line, exit code 2 otherwise). A new run's: none.
+pub(crate) fn kept_logs(start: &Start, dir: &Path) -> std::io::Result<(Table, Table)> {
+    let (iteration, global_step) = (start.iteration as f64, start.global_step as f64);
+    let updates_kept = rows_up_to(&dir.join("updates.csv"), Some(("iteration", iteration)))?;
+    let episodes_kept = rows_up_to(&dir.join("episodes.csv"), Some(("global_step", global_step)))?;
+    let (updates, episodes) = (("updates.csv", &updates_kept.0), ("episodes.csv", &episodes_kept.0));
+    for ((name, header), column) in
+        [(updates, "iteration"), (episodes, "global_step"), (episodes, "charts/episodic_return")]
+    {
+        if !header.is_empty() && !header.iter().any(|h| h == column) {
+            fail(2, format!("cannot resume {}: its {name} has no {column} column (damaged)", dir.display()));
+        }
+    }
+    if let Some(checkpoint) = &start.checkpoint {
+        logs_reach(checkpoint, updates_kept.1.len(), episodes_kept.1.len())
+            .unwrap_or_else(|e| fail(2, format!("cannot resume {}: {e}", dir.display())));
+    }
+    Ok((updates_kept, episodes_kept))
+}
+
+/// The logs of `dir` cut back to where the loop starts, the rows `kept` ([`kept_logs`]):
+/// the CSVs written anew with them (what was logged after the checkpoint goes), and TensorBoard's
+/// events too, so that no row is missing or repeated; the writer of the new events (a new run: a
+/// new file, empty).
+pub(crate) fn logs_anew(
+    start: &Start,
+    dir: &Path,
+    (updates_kept, episodes_kept): &(Table, Table),
+) -> std::io::Result<tboard::EventWriter<std::fs::File>> {
+    rewrite(&dir.join("updates.csv"), updates_kept)?;
+    rewrite(&dir.join("episodes.csv"), episodes_kept)?;
+    if start.iteration > 0 {
+        println!("resuming {} at iteration {}, global_step {}", dir.display(), start.iteration, start.global_step);
+    }
+    events_from(dir, [updates_kept, episodes_kept], None)
+}
+
 /// The TensorBoard events of `events_dir` written anew from the rows of `logs_dir`'s CSVs (as
-/// [`Start::logs_anew`] left them): the rows of seed `seed` where the CSVs have a column `seed` (a log
+/// [`logs_anew`] left them): the rows of seed `seed` where the CSVs have a column `seed` (a log
 /// of several seeds), all rows otherwise; the old events go once the new are written.
 pub(crate) fn events_anew(
     events_dir: &Path,

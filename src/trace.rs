@@ -7,7 +7,7 @@
 //! PPO_TRACE_UPDATES=N the first N updates: update k > 1's under `u<k>.` (`u2.rollout.obs`,
 //! `u2.after.<name>`, `u2.scalar.<column>`). Without PPO_TRACE it does nothing.
 
-use crate::fail;
+use crate::exit::fail;
 use tch::{nn, Device, Tensor};
 
 /// What a run traces (see the module's header); every call does nothing without PPO_TRACE.

@@ -1,21 +1,28 @@
 //! The run's logs: the directory `runs/<run-name>/` and what goes in it (CleanRL's SummaryWriter and
-//! more): args.json, episodes.csv and updates.csv, TensorBoard events, the progress bar, the saved
-//! model and eval.csv; and when a checkpoint is written ([`RunLog::checkpoint`]). What a checkpoint
-//! holds is `checkpoint`'s; the logs cut back to it on `--resume`, `resume_logs`'s; the line a signal
+//! more): here args.json, episodes.csv and updates.csv and their TensorBoard events; in its files, each a job,
+//! the progress bar (`progress`), the saved model and eval.csv (`eval`), the logs of several seeds (`seeds`)
+//! or processes (`processes`), and when a checkpoint is written (`checkpoints`, [`RunLog::checkpoint`]). What a
+//! checkpoint holds is `checkpoint`'s; the logs cut back to it on `--resume`, `resume_logs`'s; the line a signal
 //! prints, `signals`'.
 
-use crate::checkpoint::{self, Start};
+use crate::checkpoint::Start;
 use crate::cli::Experiment;
 use crate::durable::{rename_durably, sync_dir, tmp_path};
-use crate::fail;
+use crate::exit::fail;
+use crate::host::read_host;
 use crate::lock::RunLock;
-use crate::optim::FlatAdam;
 use crate::resume_logs;
 use crate::signals;
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
+use progress::Progress;
+use seeds::SeedEvents;
 use std::time::Instant;
-use tch::{nn, Device, Kind, Tensor};
+use tch::Tensor;
+
+mod checkpoints; // when a checkpoint is written, and what the logs vouch for before it
+pub mod eval; // the saved model and eval.csv
+mod processes; // the episodes of several processes in one log
+mod progress; // the progress bar, or a line every 2% of the run
+mod seeds; // several seeds in one log
 
 /// A logged value: a number on the host, or a scalar tensor on the device (a loss, a KL estimate).
 /// [`RunLog::update`] reads all of an update's device values to the host in one copy: on a GPU the
@@ -46,18 +53,6 @@ impl Logged<'_> {
     }
 }
 
-/// Scalar tensors of one device, read to the host in one copy (one wait for a GPU), as f64.
-pub fn read_host(ts: &[&Tensor]) -> Vec<f64> {
-    if ts.is_empty() {
-        return Vec::new();
-    }
-    let all = Tensor::cat(&ts.iter().map(|t| t.to_kind(Kind::Double).reshape([-1])).collect::<Vec<_>>(), 0);
-    let numel = all.numel();
-    let mut host = vec![0f64; numel];
-    all.to_device(Device::Cpu).copy_data(&mut host, numel);
-    host
-}
-
 /// The run directory `runs/<run-name>/` and what goes in it: args.json, episodes.csv and
 /// updates.csv (flushed every update), TensorBoard events with the CSVs' tags and steps
 /// (`tensorboard --logdir runs`), the model and eval.csv; and the progress on the terminal.
@@ -79,7 +74,7 @@ pub struct RunLog {
     /// the events file again, for its fsync
     tb_file: Option<std::fs::File>,
     /// a progress bar on a terminal; a plain line every 2% of the run otherwise
-    bar: Option<ProgressBar>,
+    progress: Progress,
     /// when the previous update was logged (or the run started): the iteration's wall time
     last_update: Instant,
     /// when the run started, as if it had never stopped (for the checkpoint's elapsed time)
@@ -95,8 +90,6 @@ pub struct RunLog {
     /// with seeds ([`RunLog::with_seeds`]): each seed's TensorBoard events, and its envs' count
     seeds: Vec<SeedEvents>,
     envs_per_seed: usize,
-    /// when this process started, and at which iteration: the time left is estimated from the pace since
-    resumed: (Instant, usize),
 }
 
 impl RunLog {
@@ -110,7 +103,7 @@ impl RunLog {
             Some(dir) => dir.clone(),
             None => new_run_dir(run_name).unwrap_or_else(|e| fail(1, format!("cannot create runs/{run_name}: {e}"))),
         };
-        start.check_logs(&dir); // --resume: logs that cannot go on are refused before the lock
+        resume_logs::check_logs(start, &dir); // --resume: logs that cannot go on are refused before the lock
         let lock = RunLock::take(&dir, A::NAME, &args.run().exp_name).unwrap_or_else(|e| fail(2, e));
         start.check_unchanged(&dir, A::NAME, args.env_id()); // --resume: the checkpoint read is still the run's
         let log = RunLog::open(dir, lock, args, device, start);
@@ -125,7 +118,7 @@ impl RunLog {
 
     /// With `--resume` the CSVs are cut back to the checkpoint (what was logged after it goes) and
     /// TensorBoard's events are written anew from them, so that no row is missing or repeated
-    /// ([`Start::logs_anew`]). Refuses (exit code 2, nothing changed) logs that do not reach the
+    /// (`resume_logs::logs_anew`). Refuses (exit code 2, nothing changed) logs that do not reach the
     /// checkpoint.
     pub(crate) fn open<A: Experiment>(
         dir: std::path::PathBuf,
@@ -134,14 +127,14 @@ impl RunLog {
         device: &str,
         start: &Start,
     ) -> std::io::Result<RunLog> {
-        let kept = start.kept_logs(&dir)?;
+        let kept = resume_logs::kept_logs(start, &dir)?;
         let mut json = serde_json::to_value(args)?;
         json["binary"] = A::NAME.into(); // what --resume checks
         json["device"] = device.into(); // the device the run used, as the line at start says
         let tmp = tmp_path(&dir.join("args.json"));
         std::fs::write(&tmp, serde_json::to_string_pretty(&json)? + "\n")?;
         rename_durably(&tmp, &dir.join("args.json"))?;
-        let tb = start.logs_anew(&dir, &kept)?;
+        let tb = resume_logs::logs_anew(start, &dir, &kept)?;
         // a second handle on the events file, to fsync it before each checkpoint (the writer owns the first)
         let tb_file = tb.filename().map(std::fs::File::open).transpose()?;
         let (updates_kept, episodes_kept) = kept;
@@ -151,11 +144,6 @@ impl RunLog {
         };
         let (episodes, updates) = (append("episodes.csv")?, append("updates.csv")?);
         sync_dir(&dir)?; // the files' names (a new run's) on disk
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let template = "{elapsed_precise} [{wide_bar}] {pos}/{len} updates, {eta_precise} left, {msg}";
-            let style = ProgressStyle::with_template(template).expect("valid template");
-            ProgressBar::new(start.num_iterations as u64).with_style(style).with_position(start.iteration as u64)
-        });
         let return_column = episodes_kept.0.iter().position(|h| h == "charts/episodic_return"); // kept_logs checked it
         let returns = episodes_kept.1.iter().rev().take(20).rev();
         let recent = returns.filter_map(|row| row.get(return_column?)?.parse().ok()).collect();
@@ -171,7 +159,7 @@ impl RunLog {
             recent,
             tb,
             tb_file,
-            bar,
+            progress: Progress::new(start.iteration, start.num_iterations),
             last_update: Instant::now(),
             start_time: start.start_time,
             checkpoint_interval: args.run().checkpoint_interval,
@@ -180,38 +168,9 @@ impl RunLog {
             env_id: args.env_id().to_string(),
             num_iterations: start.num_iterations,
             last: (start.iteration, start.global_step, f64::NAN),
-            resumed: (Instant::now(), start.iteration),
             seeds: Vec::new(),
             envs_per_seed: 0,
         })
-    }
-
-    /// A log of several seeds trained in one process, `envs_per_seed` envs each (seed k's are envs
-    /// `k * envs_per_seed ..`): updates.csv has a row per seed per update and episodes.csv a fourth
-    /// column, both with the column `seed`; each seed's TensorBoard events are in `seed_<seed>/` (with
-    /// `--resume`, written anew from the CSVs), so that TensorBoard shows each seed as a run.
-    pub fn with_seeds(mut self, seeds: &[u64], envs_per_seed: usize) -> RunLog {
-        self.process_column = Some("seed");
-        self.envs_per_seed = envs_per_seed;
-        let events = seeds.iter().map(|&seed| SeedEvents::open(&self.dir, seed)).collect::<std::io::Result<_>>();
-        self.seeds = events.unwrap_or_else(|e| fail(1, format!("cannot write {}: {e}", self.dir.display())));
-        self
-    }
-
-    /// A log of the episodes of `ranks` processes (a data-parallel run): episodes.csv gets a fourth
-    /// column, each episode's rank.
-    pub fn with_ranks(mut self, ranks: usize) -> RunLog {
-        signals::stopped_at(|at| at.mpi = true);
-        self.process_column = (ranks > 1).then_some("rank");
-        self
-    }
-
-    /// A learner's log of its rollout workers' episodes: episodes.csv gets a fourth column, `worker`,
-    /// each episode's worker (its rank, 1 to N; 0 where one process is learner and worker).
-    pub fn with_workers(mut self) -> RunLog {
-        signals::stopped_at(|at| at.mpi = true);
-        self.process_column = Some("worker");
-        self
     }
 
     /// The episodes that ended at this step: CleanRL's `charts/episodic_return` and `episodic_length`
@@ -306,48 +265,16 @@ impl RunLog {
         let row = &rows[0];
         let get = |name: &str| row.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
         self.last = (get("iteration") as usize, get("global_step") as u64, rate.unwrap_or(f64::NAN));
-        let iterations = self.num_iterations;
         let mean = self.recent.iter().sum::<f64>() / self.recent.len() as f64;
         let mean = if self.recent.is_empty() { "none yet".to_string() } else { format!("{mean:.1}") };
         let sps = match n {
             1 => format!("SPS {}", get("charts/SPS")),
             n => format!("SPS {} a seed, {} in all", get("charts/SPS"), get("charts/SPS") * n as f64),
         };
-        let msg = format!("{sps}, return (last 20) {mean}");
         let updates = self.rows / n;
         signals::stopped_at(|at| at.update = updates);
-        match &self.bar {
-            Some(bar) => {
-                bar.set_position(get("iteration") as u64);
-                bar.set_message(msg);
-            }
-            None if updates.is_multiple_of(iterations.div_ceil(50)) || updates == iterations => {
-                // the time left at this process's pace so far
-                let ((since, first), iteration) = (self.resumed, get("iteration"));
-                let pace = since.elapsed().as_secs_f64() / (iteration - first as f64);
-                let left = (pace * (iterations as f64 - iteration)) as u64;
-                let eta = format!("{:02}:{:02}:{:02}", left / 3600, left / 60 % 60, left % 60);
-                println!("update {updates}/{iterations}, global_step {}, {eta} left, {msg}", get("global_step"));
-            }
-            None => {}
-        }
-        // with seeds, a seed stopped for good (non-finite, its column `debug/nonfinite_at_update`): a line, once
-        for (seed, row) in self.seeds.iter_mut().zip(&rows) {
-            let at = row.iter().find(|(n, _)| *n == "debug/nonfinite_at_update").map_or(0.0, |(_, v)| *v) as usize;
-            if at > 0 && seed.stopped_at == 0 {
-                seed.stopped_at = at;
-                let get = |name: &str| row.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
-                let losses =
-                    ["policy_loss", "value_loss", "entropy"].map(|c| format!("{c} {}", get(&format!("losses/{c}"))));
-                let line = format!(
-                    "seed {} stopped at update {at}: its loss or gradient became non-finite ({}); its weights and \
-                     Adam state stay those of its last finite step, the other seeds go on",
-                    seed.seed,
-                    losses.join(", ")
-                );
-                self.bar.as_ref().map_or_else(|| eprintln!("{line}"), |bar| bar.suspend(|| eprintln!("{line}")));
-            }
-        }
+        self.progress.show(updates, get("iteration"), get("global_step"), format!("{sps}, return (last 20) {mean}"));
+        self.seeds_stopped(&rows); // with seeds: a line for a seed stopped for good, once
         let stopped = |k: usize| self.seeds.get(k).is_some_and(|seed| seed.stopped_at > 0);
         if let Some(k) = (0..losses.len()).find(|&k| !losses[k].is_finite() && !stopped(k)) {
             let get = |name: &str| rows[k].iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v);
@@ -395,125 +322,9 @@ impl RunLog {
         self.episodes.flush()
     }
 
-    /// Every `--checkpoint-interval` updates and after the last: the weights, Adam's state, the
-    /// running statistics and the counters in `checkpoint.safetensors` (`checkpoint::write`), so that
-    /// a crash while writing leaves the previous one. Fails with exit code 1. The counters are those of
-    /// the update logged last; `stats` are the running statistics of the variant's normalization
-    /// wrappers (none: `&[]`).
-    pub fn checkpoint(&mut self, optimizer: &FlatAdam, stats: &[envs::SharedRms]) {
-        let (iteration, every) = (self.last.0, self.checkpoint_interval);
-        if every == 0 || !(iteration.is_multiple_of(every) || iteration == self.num_iterations) {
-            return;
-        }
-        let write_start = Instant::now();
-        // what the checkpoint vouches for reaches the disk before it: the rows and events up to its iteration
-        let seeds = self.seeds.iter().filter_map(|seed| seed.file.as_ref());
-        let synced = [self.updates.get_ref(), self.episodes.get_ref()].into_iter().chain(&self.tb_file).chain(seeds);
-        if let Err(e) = synced.map(std::fs::File::sync_data).collect::<std::io::Result<Vec<()>>>() {
-            self.fail(format!("cannot write the metrics to disk: {e}"));
-        }
-        let (binary, env_id, last, start_time) = (self.binary, &self.env_id[..], self.last, self.start_time);
-        let progress =
-            checkpoint::Progress { binary, env_id, last, start_time, logged: (self.rows, self.episode_rows) };
-        if let Err(e) = checkpoint::write(&self.dir, progress, optimizer, stats) {
-            self.fail(e);
-        }
-        signals::stopped_at(|at| at.checkpoint = Some(iteration));
-        self.checkpoint_seconds = write_start.elapsed().as_secs_f64();
-    }
-
-    /// Saves the weights as `<name>.safetensors` in the run directory: written to a temporary
-    /// file, then renamed, so a crash never leaves a half-written model. Fails with exit code 1.
-    /// With seeds, each seed's weights alone too, `<name>_seed<seed>.safetensors` (the seeds' first
-    /// dimension taken away: the file of a one-seed network).
-    pub fn save(&self, vs: &nn::VarStore, name: &str) -> std::path::PathBuf {
-        let path = self.dir.join(format!("{name}.safetensors"));
-        let tmp = tmp_path(&path);
-        let saved = vs.save(&tmp).and_then(|()| Ok(rename_durably(&tmp, &path)?));
-        saved.unwrap_or_else(|e| fail(1, format!("cannot save {}: {e}", path.display())));
-        for (k, seed) in self.seeds.iter().enumerate() {
-            let path = self.dir.join(format!("{name}_seed{}.safetensors", seed.seed));
-            let (tmp, vars) = (tmp_path(&path), vs.variables());
-            let named: Vec<(&String, Tensor)> =
-                vars.iter().map(|(n, t)| (n, t.get(k as i64).to_device(Device::Cpu))).collect();
-            let saved = Tensor::write_safetensors(&named, &tmp).map_err(std::io::Error::other);
-            saved
-                .and_then(|()| rename_durably(&tmp, &path))
-                .unwrap_or_else(|e| fail(1, format!("cannot save {}: {e}", path.display())));
-        }
-        println!("model saved to {}", path.display());
-        path
-    }
-
-    /// [`RunLog::eval`] for seeds: `returns[k]`, seed k's, in eval.csv with a column `seed`.
-    pub fn eval_each(&mut self, returns: &[Vec<f64>]) {
-        let write = || -> std::io::Result<()> {
-            let (path, tmp) = (self.dir.join("eval.csv"), tmp_path(&self.dir.join("eval.csv")));
-            let mut w = csv::Writer::from_path(&tmp)?;
-            w.write_record(["episode", "eval/episodic_return", "seed"])?;
-            for (seed, returns) in self.seeds.iter().zip(returns) {
-                for (i, r) in returns.iter().enumerate() {
-                    w.write_record(&[i.to_string(), r.to_string(), seed.seed.to_string()])?;
-                }
-            }
-            w.flush()?;
-            drop(w);
-            rename_durably(&tmp, &path)
-        };
-        write().unwrap_or_else(|e| fail(1, format!("cannot write eval.csv: {e}")));
-        for (seed, returns) in self.seeds.iter_mut().zip(returns) {
-            for (i, r) in returns.iter().enumerate() {
-                let written = seed.tb.write_scalar(i as i64, "eval/episodic_return", *r as f32);
-                written.unwrap_or_else(|e| fail(1, format!("cannot write TensorBoard's events: {e}")));
-            }
-        }
-        let all: Vec<f64> = returns.concat();
-        let mean = all.iter().sum::<f64>() / all.len() as f64;
-        println!("eval: mean episodic return {mean:.1} over {} episodes of {} seeds", all.len(), returns.len());
-    }
-
-    /// Writes eval.csv (one row per episode, CleanRL's tag) and the same to TensorBoard (CleanRL's
-    /// `writer.add_scalar("eval/episodic_return", episodic_return, idx)`), and prints the mean.
-    pub fn eval(&mut self, returns: &[f64]) {
-        let write = || -> std::io::Result<()> {
-            let (path, tmp) = (self.dir.join("eval.csv"), tmp_path(&self.dir.join("eval.csv")));
-            let mut w = csv::Writer::from_path(&tmp)?;
-            w.write_record(["episode", "eval/episodic_return"])?;
-            for (i, r) in returns.iter().enumerate() {
-                w.write_record(&[i.to_string(), r.to_string()])?;
-            }
-            w.flush()?;
-            drop(w);
-            rename_durably(&tmp, &path)
-        };
-        write().unwrap_or_else(|e| fail(1, format!("cannot write eval.csv: {e}")));
-        for (i, r) in returns.iter().enumerate() {
-            let written = self.tb.write_scalar(i as i64, "eval/episodic_return", *r as f32);
-            written.unwrap_or_else(|e| fail(1, format!("cannot write TensorBoard's events: {e}")));
-        }
-        let mean = returns.iter().sum::<f64>() / returns.len() as f64;
-        println!("eval: mean episodic return {mean:.1} over {} episodes", returns.len());
-    }
-
-    /// The end of a run of seeds: exit code 1 when a seed stopped for good (non-finite), once the others
-    /// finished and were saved (the run directory's line first, as at any end).
-    pub fn end(self) {
-        let stopped: Vec<String> = (self.seeds.iter().filter(|seed| seed.stopped_at > 0))
-            .map(|seed| format!("{} (at update {})", seed.seed, seed.stopped_at))
-            .collect();
-        let dir = self.dir.display().to_string();
-        drop(self);
-        if !stopped.is_empty() {
-            let seeds = stopped.join(", ");
-            fail(1, format!("seeds stopped non-finite: {seeds}; the other seeds ran to the end; all are in {dir}"));
-        }
-    }
-
     /// Ends the progress bar where it stands, then fails with exit code 1 (metrics so far are kept).
     pub fn fail(&self, msg: String) -> ! {
-        if let Some(bar) = &self.bar {
-            bar.abandon();
-        }
+        self.progress.abandon();
         fail(1, format!("{msg}; the metrics so far are in {}", self.dir.display()))
     }
 }
@@ -532,27 +343,6 @@ impl Drop for RunLog {
     }
 }
 
-/// A seed's TensorBoard events, in `seed_<seed>/` of the run directory.
-struct SeedEvents {
-    seed: u64,
-    tb: tboard::EventWriter<std::fs::File>,
-    /// the events file again, for its fsync
-    file: Option<std::fs::File>,
-    /// the update at which the seed was stopped for good (non-finite), 0 while it steps
-    stopped_at: usize,
-}
-
-impl SeedEvents {
-    /// The events of seed `seed` written anew from the run's CSVs (its rows: a new run has none).
-    fn open(dir: &std::path::Path, seed: u64) -> std::io::Result<SeedEvents> {
-        let seed_dir = dir.join(format!("seed_{seed}"));
-        std::fs::create_dir_all(&seed_dir)?;
-        let tb = resume_logs::events_anew(&seed_dir, dir, Some(seed))?;
-        let file = tb.filename().map(std::fs::File::open).transpose()?;
-        Ok(SeedEvents { seed, tb, file, stopped_at: 0 })
-    }
-}
-
 /// A new directory `runs/<run_name>` (`-2`, `-3`, ... appended while the name is taken).
 fn new_run_dir(run_name: &str) -> std::io::Result<std::path::PathBuf> {
     std::fs::create_dir_all("runs")?;
@@ -565,52 +355,4 @@ fn new_run_dir(run_name: &str) -> std::io::Result<std::path::PathBuf> {
         }
     }
     unreachable!("a free name")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cli::tests::{run_args, Args};
-    use crate::cli::RunArgs;
-    use tch::nn::Module;
-
-    /// A checkpoint gives back the weights, Adam's state and the running statistics bit for bit,
-    /// and the counters of the update logged last.
-    #[test]
-    fn a_checkpoint_restores_weights_adam_and_statistics_bit_for_bit() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let make = || {
-            let vs = nn::VarStore::new(Device::Cpu);
-            let layer = nn::linear(vs.root() / "layer", 3, 2, Default::default());
-            let optimizer = FlatAdam::new(&vs, 1e-5);
-            (vs, layer, optimizer)
-        };
-        let (_vs, layer, mut saved) = make();
-        for _ in 0..3 {
-            saved.zero_grad();
-            layer.forward(&Tensor::randn([4, 3], (Kind::Float, Device::Cpu))).square().sum(Kind::Float).backward();
-            saved.step(1e-2);
-        }
-        let rms = envs::RunningMeanStd { mean: vec![0.1, -0.2], var: vec![3.0, 1e-3], count: 5.5 };
-        let args = Args { run: RunArgs { resume: None, ..run_args() }, env_id: "CartPole-v1".into() };
-        let start = Start::new(&args, 7, &mut make().2, &[]);
-        let lock = RunLock::take(dir.path(), "ppo", "ppo").expect("lock");
-        let mut log = RunLog::open(dir.path().to_path_buf(), lock, &args, "cpu", &start).expect("run log");
-        let row = [("iteration", Logged::OnHost(7.0)), ("global_step", Logged::OnHost(700.0))];
-        let row = [&row[..], &[("charts/learning_rate", Logged::Rate(1e-3))]].concat();
-        log.update(&row, &Tensor::from(0f32), 0.0, Instant::now());
-        log.checkpoint(&saved, &[envs::SharedRms::new(rms.clone())]);
-
-        let args = Args { run: RunArgs { resume: Some(dir.path().to_path_buf()), ..run_args() }, ..args };
-        let (_vs, _layer, mut restored) = make();
-        let restored_rms = envs::SharedRms::new(envs::RunningMeanStd::new(2));
-        let start = Start::new(&args, 8, &mut restored, std::slice::from_ref(&restored_rms));
-        assert_eq!((start.iteration, start.global_step, start.learning_rate), (7, 700, Some(1e-3)));
-        let bits = |t: &Tensor| crate::to_host(t).iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        for (a, b) in [(&saved.flat, &restored.flat), (&saved.m, &restored.m), (&saved.v, &restored.v)] {
-            assert_eq!(bits(a), bits(b));
-        }
-        assert_eq!(saved.t, restored.t);
-        assert_eq!(*restored_rms.lock(), rms);
-    }
 }
