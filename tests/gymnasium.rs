@@ -83,7 +83,7 @@ fn ppo_learns_gymnasiums_cartpole() {
     assert!(last20 > 100.0, "{last20}");
 }
 
-/// What cannot run: an id Gymnasium does not know, an env whose package is missing (Box2D), a space no binary reads
+/// What cannot run: an id Gymnasium does not know, an env whose package is missing (Ant-v3's mujoco-py), a space no binary reads
 /// (Blackjack's Tuple), a Gymnasium env asked of a binary that runs none: one line, exit code 2, no run directory.
 #[test]
 fn what_cannot_run_is_one_line_exit_2() {
@@ -91,7 +91,7 @@ fn what_cannot_run_is_one_line_exit_2() {
         PPO,
         &[
             (&["--env-id", "NoSuchEnv-v0"], &[], "gymnasium.make('NoSuchEnv-v0') failed: NameNotFound"),
-            (&["--env-id", "LunarLander-v2"], &[], "pip install gymnasium[box2d]"),
+            (&["--env-id", "Ant-v3"], &[], "No module named 'mujoco_py'"),
             (&["--env-id", "Blackjack-v1"], &[], "Tuple(Discrete(32), Discrete(11), Discrete(2))"),
         ],
     );
@@ -99,4 +99,53 @@ fn what_cannot_run_is_one_line_exit_2() {
         env!("CARGO_BIN_EXE_ppo_atari"),
         &[(&["--env-id", "gymnasium:CartPole-v1"], &[], "ppo_atari runs no Gymnasium env")],
     );
+}
+
+/// Every other binary that runs Gymnasium's envs, on one of them for a few updates: ratio == 1 at every update's
+/// first minibatch and a small KL (ppo_continuous on Pendulum-v1's Box actions, clipped to its bounds; ppo_lstm,
+/// ppo_noisy and ppo_seeds on CartPole-v1; ppo_lstm_workers alone), and the episodes in episodes.csv.
+#[test]
+fn every_gymnasium_binary_trains_on_a_gymnasium_env() {
+    let small = ["--num-steps", "32", "--total-timesteps", "512", "--num-minibatches", "2"];
+    let runs: [(&str, &str, &[&str]); 5] = [
+        (env!("CARGO_BIN_EXE_ppo_continuous"), "gymnasium:Pendulum-v1", &["--num-envs", "2"]),
+        (env!("CARGO_BIN_EXE_ppo_lstm"), "gymnasium:CartPole-v1", &["--num-envs", "4"]),
+        (env!("CARGO_BIN_EXE_ppo_noisy"), "gymnasium:CartPole-v1", &["--num-envs", "4"]),
+        (env!("CARGO_BIN_EXE_ppo_seeds"), "gymnasium:CartPole-v1", &["--num-envs", "2", "--num-seeds", "2"]),
+        (env!("CARGO_BIN_EXE_ppo_lstm_workers"), "gymnasium:CartPole-v1", &["--num-envs", "4"]),
+    ];
+    for (bin, id, own) in runs {
+        let args: Vec<&str> = ["--env-id", id].iter().chain(own).chain(&small).copied().collect();
+        let r = run(bin, &args);
+        let updates = r.assert_ok().csv("updates.csv");
+        let columns = ["debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl"];
+        assert_ratio_one_and_small_kl(&updates, columns[0], columns[1], columns[2], 1);
+        let stdout = String::from_utf8_lossy(&r.output.stdout);
+        assert!(stdout.contains("runs in Gymnasium"), "{bin}: {stdout}");
+        assert!(!r.csv("episodes.csv").col("charts/episodic_return").is_empty(), "{bin}: no episode ended");
+    }
+}
+
+/// Gymnasium's own families beyond classic control, as a CleanRL user names them: LunarLander-v2 (Box2D) with `ppo`,
+/// and a MiniGrid env (Dict observations: MiniGrid's `ImgObsWrapper`, the 7x7x3 view flattened to 147 values) with
+/// `ppo` and `ppo_lstm` (miniDRL's env family): a few updates each, ratio == 1, small KL, episodes logged.
+#[test]
+fn lunar_lander_and_minigrid_run() {
+    let small = ["--num-envs", "4", "--num-steps", "64", "--total-timesteps", "1024", "--num-minibatches", "2"];
+    let runs = [
+        (PPO, "LunarLander-v2"),
+        (PPO, "MiniGrid-DoorKey-5x5-v0"),
+        (env!("CARGO_BIN_EXE_ppo_lstm"), "MiniGrid-DoorKey-5x5-v0"),
+    ];
+    for (bin, id) in runs {
+        let args: Vec<&str> = ["--env-id", id].iter().chain(&small).copied().collect();
+        let r = run(bin, &args);
+        let updates = r.assert_ok().csv("updates.csv");
+        let columns = ["debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl"];
+        assert_ratio_one_and_small_kl(&updates, columns[0], columns[1], columns[2], 1);
+        assert_eq!(updates.col("iteration").len(), 4, "{bin} {id}");
+        let stdout = String::from_utf8_lossy(&r.output.stdout);
+        assert!(stdout.contains(&format!("env: {id} runs in Gymnasium")), "{stdout}");
+        assert!(!r.csv("episodes.csv").col("charts/episodic_return").is_empty(), "{bin} {id}: no episode ended");
+    }
 }

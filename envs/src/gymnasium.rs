@@ -3,6 +3,7 @@
 //! SB3's `SubprocVecEnv` steps its workers. Only such an env starts Python: a native env never does, and nothing
 //! links libpython. Observations are flattened as gymnasium's `FlattenObservation` flattens a `Box`, `Discrete`
 //! or `MultiDiscrete` observation (a `Discrete` one one-hot); actions are `Discrete`, `MultiDiscrete` or a `Box`.
+//! MiniGrid's and BabyAI's ids (the `minigrid` package) get its `ImgObsWrapper`: the agent's 7x7x3 view, flattened.
 
 use crate::{Action, Env, EnvError, Space, Step};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -14,9 +15,13 @@ pub const PREFIX: &str = "gymnasium:";
 /// The worker: reads a command (`r` and a seed, or `s` and an action) from stdin, writes the observation (and
 /// after `s` the reward and the two flags) to stdout; its first line is the spaces as JSON, or an error.
 const WORKER: &str = r#"
-import json, struct, sys
+import json, os, struct, sys, warnings
+# the pipe is the protocol's alone: what the env's packages print goes to stderr; pygame's greeting and the
+# warnings of gymnasium.make (a deprecated version) not at all: every env's process would repeat them
+out, sys.stdout = sys.stdout, sys.stderr
+os.environ["PYGAME_HIDE_SUPPORT_PROMPT"] = "1"
 def fail(msg):
-    sys.stdout.write(json.dumps({"error": msg}) + "\n"); sys.stdout.flush(); sys.exit(0)
+    out.write(json.dumps({"error": msg}) + "\n"); out.flush(); sys.exit(0)
 try:
     import numpy as np
     import gymnasium as gym
@@ -25,7 +30,15 @@ except Exception as e:
     fail(f"Python cannot import gymnasium ({type(e).__name__}: {e}): run scripts/setup")
 env_id = sys.argv[1]
 try:
-    env = gym.make(env_id)
+    if env_id.startswith(("MiniGrid-", "BabyAI-")):
+        import minigrid  # registers its ids
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = gym.make(env_id)
+    if env_id.startswith(("MiniGrid-", "BabyAI-")):
+        # MiniGrid's observation is a Dict with the mission's text: its own ImgObsWrapper keeps the agent's 7x7x3
+        # view (as miniDRL trains on it), flattened below
+        env = minigrid.wrappers.ImgObsWrapper(env)
 except gym.error.DependencyNotInstalled as e:
     fail(f"gymnasium.make('{env_id}') needs a package Python does not have ({e})")
 except ModuleNotFoundError as e:
@@ -49,8 +62,8 @@ described = {"obs": describe(obs_space, "observation"), "act": describe(act_spac
 flat = lambda obs: np.asarray(spaces.flatten(obs_space, obs), dtype=np.float32).ravel()
 dim = flat(obs_space.sample()).size
 described["obs_dim"] = int(dim)
-sys.stdout.write(json.dumps(described) + "\n"); sys.stdout.flush()
-stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+out.write(json.dumps(described) + "\n"); out.flush()
+stdin, stdout = sys.stdin.buffer, out.buffer
 act = described["act"]
 while True:
     op = stdin.read(1)

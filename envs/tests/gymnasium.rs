@@ -28,6 +28,7 @@ fn python_replay(id: &str, seed: u64, actions: &[Vec<f64>]) -> serde_json::Value
     let actions = serde_json::to_string(actions).expect("json");
     let out = std::process::Command::new("../.venv/bin/python")
         .args(["-c", REPLAY, id, &seed.to_string(), &actions])
+        .env("PYGAME_HIDE_SUPPORT_PROMPT", "1") // pygame's greeting on stdout, before the JSON
         .output()
         .expect("the set-up's Python (scripts/setup links .venv)");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -90,4 +91,27 @@ fn a_mujoco_env_is_gymnasiums_step_for_step() {
 fn box_and_discrete_actions_are_gymnasiums() {
     same_as_gymnasium("Pendulum-v1", 210); // episodes of 200 steps
     same_as_gymnasium("Acrobot-v1", 600);
+}
+
+/// LunarLander-v2 (Box2D: the package scripts/setup installs) through the pipes is Gymnasium's, step for step.
+#[test]
+fn box2d_is_gymnasiums() {
+    same_as_gymnasium("LunarLander-v2", 300);
+}
+
+/// A MiniGrid id (the `minigrid` package registers it) reads MiniGrid's own `ImgObsWrapper` view: the 7x7x3 grid
+/// of object, colour and state indices, flattened to 147 values in [0, 255], and its 7 actions; a seeded reset
+/// gives the same grid twice.
+#[test]
+fn minigrid_reads_its_image_view() {
+    let mut env = envs::make("MiniGrid-DoorKey-5x5-v0").expect("minigrid (scripts/setup installs it)");
+    let Space::Box { shape, low, high } = env.observation_space() else { panic!("{}", env.observation_space()) };
+    assert_eq!((shape, low[0], high[146]), (vec![147], 0.0, 255.0));
+    assert_eq!(env.action_space(), Space::Discrete(7));
+    let (mut first, mut again) = (vec![0f32; 147], vec![0f32; 147]);
+    env.reset(Some(3), &mut first);
+    env.step(Action::Discrete(&[2]), &mut again);
+    env.reset(Some(3), &mut again);
+    assert_eq!(first, again);
+    assert!(first.iter().all(|&x| x.fract() == 0.0 && (0.0..=10.0).contains(&x)), "{first:?}");
 }
