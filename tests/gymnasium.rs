@@ -83,8 +83,9 @@ fn ppo_learns_gymnasiums_cartpole() {
     assert!(last20 > 100.0, "{last20}");
 }
 
-/// What cannot run: an id Gymnasium does not know, an env whose package is missing (Ant-v3's mujoco-py), a space no binary reads
-/// (Blackjack's Tuple), a Gymnasium env asked of a binary that runs none: one line, exit code 2, no run directory.
+/// What cannot run: an id Gymnasium does not know, an env whose package is missing (Ant-v3's mujoco-py), a space no
+/// binary reads (Blackjack's Tuple), a Gymnasium env asked of a binary that runs none: one line, exit code 2, no run
+/// directory.
 #[test]
 fn what_cannot_run_is_one_line_exit_2() {
     common::assert_bad_input(
@@ -148,4 +149,22 @@ fn lunar_lander_and_minigrid_run() {
         assert!(stdout.contains(&format!("env: {id} runs in Gymnasium")), "{stdout}");
         assert!(!r.csv("episodes.csv").col("charts/episodic_return").is_empty(), "{bin} {id}: no episode ended");
     }
+}
+
+/// `--capture-video` on a Gymnasium env: env 0's episodes drawn by Gymnasium's own `render()` (the env made with
+/// `render_mode="rgb_array"`: CartPole's 600x400 frames), as GIFs on CleanRL's schedule (0, 1, 8, ...); the metrics
+/// are those of a run without it.
+#[test]
+fn capture_video_draws_gymnasiums_frames() {
+    let args = ["--env-id", "gymnasium:CartPole-v1", "--total-timesteps", "1024"];
+    let r = run(PPO, &[&args[..], &["--capture-video"]].concat());
+    r.assert_ok();
+    let dir = common::assert_video_folder(&r, "gymnasium:CartPole-v1__ppo__1__", 10_000);
+    let first = std::fs::read(dir.join("episode-0.gif")).expect("episode-0.gif");
+    let size = |at: usize| u16::from_le_bytes([first[at], first[at + 1]]);
+    assert_eq!((size(6), size(8)), (600, 400), "the GIF's logical screen: Gymnasium's frame");
+    assert!(dir.join("episode-1.gif").exists() && dir.join("episode-8.gif").exists());
+    let plain = run(PPO, &args);
+    let metrics = |r: &common::Run| r.csv("updates.csv").without(common::TIMING_COLUMNS);
+    assert_eq!(metrics(&r), metrics(plain.assert_ok()));
 }

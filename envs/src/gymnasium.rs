@@ -34,7 +34,10 @@ try:
         import minigrid  # registers its ids
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        env = gym.make(env_id)
+        try:
+            env = gym.make(env_id, render_mode="rgb_array")  # frames for --capture-video, drawn only when asked
+        except TypeError:
+            env = gym.make(env_id)  # an env that draws nothing
     if env_id.startswith(("MiniGrid-", "BabyAI-")):
         # MiniGrid's observation is a Dict with the mission's text: its own ImgObsWrapper keeps the agent's 7x7x3
         # view (as miniDRL trains on it), flattened below
@@ -65,6 +68,7 @@ described["obs_dim"] = int(dim)
 out.write(json.dumps(described) + "\n"); out.flush()
 stdin, stdout = sys.stdin.buffer, out.buffer
 act = described["act"]
+was_reset = False
 while True:
     op = stdin.read(1)
     if not op:
@@ -73,7 +77,16 @@ while True:
         if op == b"r":
             (seed,) = struct.unpack("<q", stdin.read(8))
             obs, _ = env.reset(seed=None if seed < 0 else seed)
+            was_reset = True
             stdout.write(b"o" + flat(obs).tobytes())
+        elif op == b"v":
+            if env.render_mode != "rgb_array":
+                stdout.write(b"n")
+            else:
+                # before the first reset there is nothing to draw yet (gymnasium refuses to): a frame of 0x0
+                frame = env.render() if was_reset else None
+                frame = np.ascontiguousarray(np.zeros((0, 0, 3)) if frame is None else frame, dtype=np.uint8)
+                stdout.write(b"f" + struct.pack("<qq", frame.shape[1], frame.shape[0]) + frame.tobytes())
         else:
             if "discrete" in act:
                 (a,) = struct.unpack("<q", stdin.read(8))
@@ -85,7 +98,8 @@ while True:
             tail = struct.pack("<d??", float(reward), bool(terminated), bool(truncated))
             stdout.write(b"o" + flat(obs).tobytes() + tail)
     except Exception as e:
-        msg = f"{env_id} raised in {'reset' if op == b'r' else 'step'}: {type(e).__name__}: {e}".encode()
+        where = dict(r="reset", v="render").get(op.decode(), "step")
+        msg = f"{env_id} raised in {where}: {type(e).__name__}: {e}".encode()
         stdout.write(b"e" + struct.pack("<q", len(msg)) + msg)
     stdout.flush()
 "#;
@@ -94,8 +108,8 @@ while True:
 pub struct Gymnasium {
     id: String,
     child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    /// the pipes, behind a lock for `render` (which gets `&self`; a step, `&mut self`, takes them without locking)
+    pipes: std::sync::Mutex<(ChildStdin, BufReader<ChildStdout>)>,
     observation_space: Space,
     action_space: Space,
     buf: Vec<u8>,
@@ -164,8 +178,7 @@ impl Gymnasium {
         Ok(Gymnasium {
             id: id.to_string(),
             child,
-            stdin,
-            stdout,
+            pipes: std::sync::Mutex::new((stdin, stdout)),
             observation_space,
             action_space: act,
             buf: Vec::new(),
@@ -176,21 +189,22 @@ impl Gymnasium {
     /// Sends one command and reads the observation into `obs`, then `extra` more bytes; a Python exception (or
     /// a process that died) ends the run: one line, exit code 2, the logs as they stood.
     fn call(&mut self, command: &[u8], obs: &mut [f32], extra: usize) -> &[u8] {
-        let sent = self.stdin.write_all(command).and_then(|()| self.stdin.flush());
+        let (stdin, stdout) = self.pipes.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let sent = stdin.write_all(command).and_then(|()| stdin.flush());
         let mut tag = [0u8];
-        let read = sent.and_then(|()| self.stdout.read_exact(&mut tag));
+        let read = sent.and_then(|()| stdout.read_exact(&mut tag));
         if read.is_err() {
             self.die(format!("{}: Gymnasium's process ended (see above)", self.id));
         }
         if tag[0] == b'e' {
             let mut len = [0u8; 8];
-            let _ = self.stdout.read_exact(&mut len);
+            let _ = stdout.read_exact(&mut len);
             let mut msg = vec![0u8; u64::from_le_bytes(len) as usize];
-            let _ = self.stdout.read_exact(&mut msg);
+            let _ = stdout.read_exact(&mut msg);
             self.die(String::from_utf8_lossy(&msg).into_owned());
         }
         self.buf.resize(4 * obs.len() + extra, 0);
-        if self.stdout.read_exact(&mut self.buf).is_err() {
+        if stdout.read_exact(&mut self.buf).is_err() {
             self.die(format!("{}: Gymnasium's process ended mid-answer", self.id));
         }
         for (o, b) in obs.iter_mut().zip(self.buf.chunks_exact(4)) {
@@ -227,6 +241,25 @@ impl Env for Gymnasium {
         let seed = seed.map_or(-1, |s| s.min(i64::MAX as u64) as i64);
         let command = [&b"r"[..], &seed.to_le_bytes()].concat();
         self.call(&command, obs, 0);
+    }
+
+    /// gymnasium's `render()` of an env made with `render_mode="rgb_array"` (`None` for one that draws nothing)
+    fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
+        let mut pipes = self.pipes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (stdin, stdout) = &mut *pipes;
+        stdin.write_all(b"v").and_then(|()| stdin.flush()).ok()?;
+        let mut tag = [0u8];
+        stdout.read_exact(&mut tag).ok()?;
+        if tag[0] != b'f' {
+            return None; // 'n': nothing drawn ('e', an exception: the next step says it)
+        }
+        let mut size = [0u8; 16];
+        stdout.read_exact(&mut size).ok()?;
+        let width = u64::from_le_bytes(size[..8].try_into().ok()?) as usize;
+        let height = u64::from_le_bytes(size[8..].try_into().ok()?) as usize;
+        rgb.resize(width * height * 3, 0);
+        stdout.read_exact(rgb).ok()?;
+        Some((width, height))
     }
 
     fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
