@@ -168,3 +168,32 @@ fn capture_video_draws_gymnasiums_frames() {
     let metrics = |r: &common::Run| r.csv("updates.csv").without(common::TIMING_COLUMNS);
     assert_eq!(metrics(&r), metrics(plain.assert_ok()));
 }
+
+/// An env that raises in `step` (a user's Gymnasium env, registered by its module: `raiser:Raiser-v0`) ends the run
+/// with one line naming the env and its exception, exit code 2, no panic; the updates before it stay in the logs.
+#[test]
+fn an_env_that_raises_in_step_ends_the_run_in_one_line() {
+    let module = tempfile::tempdir().expect("temp dir");
+    let source = "import gymnasium as gym\nimport numpy as np\n\
+                  class Raiser(gym.Env):\n    \
+                  observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)\n    \
+                  action_space = gym.spaces.Discrete(2)\n    \
+                  def reset(self, seed=None, options=None):\n        \
+                  super().reset(seed=seed); self.t = 0\n        return np.zeros(3, np.float32), {}\n    \
+                  def step(self, action):\n        global steps\n        self.t += 1; steps += 1\n        \
+                  if steps == 600:\n            raise RuntimeError('the simulator diverged')\n        \
+                  return np.zeros(3, np.float32), 1.0, False, self.t % 50 == 0, {}\n\
+                  steps = 0\n\
+                  gym.register('Raiser-v0', entry_point=Raiser)\n";
+    std::fs::write(module.path().join("raiser.py"), source).expect("write raiser.py");
+    let path = module.path().to_string_lossy().to_string();
+    let args = ["--env-id", "raiser:Raiser-v0", "--total-timesteps", "4096"];
+    let r = run_with_env(PPO, &args, &[("PYTHONPATH", &path)]);
+    let stderr = r.stderr();
+    assert_eq!(r.output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("raiser:Raiser-v0 raised in step: RuntimeError: the simulator diverged"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // each env's process counts its own steps: the 600th is in update 5 (128 steps an update)
+    assert_eq!(r.csv("updates.csv").col("iteration"), [1.0, 2.0, 3.0, 4.0], "the updates before it are kept");
+}
