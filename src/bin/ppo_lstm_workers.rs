@@ -10,7 +10,7 @@ use envs::atari::*; // the Atari env and its wrappers
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use mpi::traits::*;
 use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
-use ppo_details::{flags::*, ranks::*, Logged::*}; // value parsers; MPI's collectives; a logged value
+use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use tch::nn::{LSTMState, RNN};
 use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
 
@@ -84,14 +84,17 @@ struct Args {
 // whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
 ppo_details::experiment!(Args, all_cores, batch_checked_in_main); // Workers 1: the learner's batch, checked in main
 
-/// Workers 1: the learner's batch, of all workers' envs: minibatches of whole envs, of 2 samples or more.
+/// Workers 1: the learner's batch, of all workers' envs: minibatches of whole envs, of 2 samples or more; one at least.
 fn check_args(a: &Args, workers: usize) -> Result<(), String> {
-    let (envs, n) = (a.num_envs * workers, a.num_minibatches);
-    let err =
+    let (envs, n, total) = (a.num_envs * workers, a.num_minibatches, a.total_timesteps);
+    let e =
         format!("--num-envs x workers ({envs}) not divisible by --num-minibatches ({n}): minibatches are whole envs");
-    envs.is_multiple_of(n).then_some(()).ok_or(err)?;
+    envs.is_multiple_of(n).then_some(()).ok_or(e)?;
     let few = "--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); lower --num-minibatches";
-    (!a.norm_adv || envs * a.num_steps / n >= 2).then_some(()).ok_or(few.into())
+    (!a.norm_adv || envs * a.num_steps / n >= 2).then_some(()).ok_or(few.to_string())?;
+    let all = envs * a.num_steps;
+    let short = format!("--total-timesteps ({total}) is below one batch (--num-envs x --num-steps x workers = {all})");
+    (total >= all as u64).then_some(()).ok_or(short)
 }
 
 /// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
@@ -209,39 +212,32 @@ impl Agent {
 }
 
 fn main() {
-    // Workers 1: one learner (rank 0), N rollout workers (ranks 1..N), started by mpirun; alone, a process is both
-    let universe = ppo_details::ranks::initialize_unbound(); // MPI; every process on every core: they take turns
+    let universe = ppo_details::ranks::initialize_unbound(); // Workers 1: MPI; each process on every core, in turns
     let world = universe.world();
-    let (rank, ranks) = (world.rank() as usize, world.size() as usize);
-    let (workers, worker, learner) = ((ranks - 1).max(1), ranks == 1 || rank > 0, rank == 0);
+    let (rank, ranks) = (world.rank() as usize, world.size() as usize); // rank 0 the learner, 1..N the workers
+    let (workers, worker, learner) = ((ranks - 1).max(1), ranks == 1 || rank > 0, rank == 0); // alone: both
     ppo_details::says_bad_input(learner); // every rank finds the same bad input: the learner alone says so
 
     // bad input (a flag out of range, flags that cannot work together): one line, exit code 2, nothing written
     let args: Args = parse_args();
+    check_args(&args, workers).unwrap_or_else(|e| fail(2, e)); // Workers 1: the learner's batch, checked here
     let (num_envs, num_steps) = (args.num_envs, args.num_steps);
-    let batch_size = num_envs * num_steps; // a worker's; the learner's is workers times as large
-    check_args(&args, workers).unwrap_or_else(|e| fail(2, e));
+    let batch_size = num_envs * num_steps;
     let num_iterations = args.total_timesteps as usize / (batch_size * workers);
-    if num_iterations == 0 {
-        let (total, all) = (args.total_timesteps, batch_size * workers);
-        fail(2, format!("--total-timesteps ({total}) is below one batch (--num-envs x --num-steps x workers = {all})"));
-    }
     let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, ppo_details::unix_time());
     let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
     let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| i == 0 && worker && rank <= 1));
-    let env_fns: Vec<_> = (0..args.num_envs).map(|i| make(i).unwrap_or_else(|e| fail(2, e))).collect();
+    let own_envs = if worker { args.num_envs } else { 1 }; // Workers 1: the learner steps none; one, for the spaces
+    let env_fns: Vec<_> = (0..own_envs).map(|i| make(i).unwrap_or_else(|e| fail(2, e))).collect();
 
     // seeding
     tch::manual_seed(args.run.seed as i64);
     ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
 
     // Workers 3: the learner on the device --cuda picks, the workers on the CPU, one libtorch thread each
-    let (device, device_name) = if learner {
-        pick_device(args.run.cuda, ppo_details::Network::Cnn)
-    } else {
-        tch::set_num_threads(1);
-        (Device::Cpu, "cpu, one libtorch thread (a rollout worker: workers step on the CPU)".to_string())
-    };
+    let cpu = (Device::Cpu, "cpu, one libtorch thread (a rollout worker: workers step on the CPU)".to_string());
+    let (device, device_name) = if learner { pick_device(args.run.cuda, ppo_details::Network::Cnn) } else { cpu };
+    tch::set_num_threads(if learner { args.run.torch_threads as i32 } else { 1 });
     let role = if worker { "worker" } else { "learner" };
     println!("{}device: {device_name}", if ranks > 1 { format!("rank {rank} ({role}): ") } else { String::new() });
 
@@ -267,8 +263,7 @@ fn main() {
     if rank > 1 {
         tch::manual_seed((from.seed + rank as u64 - 1) as i64); // Workers 7: worker w > 1 samples its own way
     }
-    // Workers 4: the learner alone writes the run directory; episodes.csv names each episode's worker
-    let mut log = learner.then(|| RunLog::create(&run_name, &args, &device_name, &from).with_workers());
+    let mut log = learner.then(|| RunLog::create(&run_name, &args, &device_name, &from).with_workers()); // Workers 4
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
@@ -294,19 +289,18 @@ fn main() {
         let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
 
         // Workers 2: the learner's weights to every worker (one broadcast), equal bit for bit; the workers wait here
-        let waiting = std::time::Instant::now();
-        broadcast_from_rank_0(&world, &optimizer.flat);
-        if !weights_in_sync(&world, &optimizer.flat) {
+        let waiting = std::time::Instant::now(); // Workers 8: the workers' wait, for the weights
+        ppo_details::ranks::broadcast_from_rank_0(&world, &optimizer.flat);
+        if !ppo_details::ranks::weights_in_sync(&world, &optimizer.flat) {
             fail(1, format!("a worker's weights differ from the learner's before update {iteration}"));
         }
         let (worker_wait, collecting) = (waiting.elapsed().as_secs_f64(), std::time::Instant::now());
-        hand_cpu_rng(&world, 0, 1); // Workers 7: worker 1 draws on from the learner's random stream
+        ppo_details::ranks::hand_cpu_rng(&world, 0, 1); // Workers 7: worker 1 draws on the learner's stream
 
         // LSTM 5: the state before the rollout, from which the update replays the sequences
         let initial_lstm_state = LSTMState((next_lstm_state.h(), next_lstm_state.c()));
-        let mut finished = Vec::new(); // this worker's episodes (global step, return, length), for the learner
-        let worker_steps = if worker { num_steps } else { 0 }; // Workers 1: the workers step the envs, the learner not
-        for step in 0..worker_steps {
+        let mut finished = Vec::new(); // Workers 1: the workers step (the learner with workers not), their episodes
+        for step in 0..num_steps * worker as usize {
             global_step += (num_envs * workers) as u64;
             let next_obs = ppo_details::upload(&envs.obs, obs_dim, agent.pixels, device); // pixels as bytes
             obs[step] = next_obs.shallow_clone();
@@ -333,54 +327,43 @@ fn main() {
             for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
                 *done = (*term || *trunc) as u8 as f32;
             }
-            finished.extend(envs.finished.iter().flat_map(|ep| [global_step as f64, ep.r, ep.l as f64]));
+            finished.extend(envs.finished.iter().flat_map(|ep| [rank as f64, global_step as f64, ep.r, ep.l as f64]));
         }
 
-        // Workers 6: one gather per update: every worker's rollout, the LSTM state before it and what the bootstrap
-        // needs, in the learner's buffer (worker w's env e is env (w - 1) * num_envs + e, as in ppo_lstm)
+        // Workers 6: one gather per update: each worker's rollout, its LSTM state before it, what the bootstrap needs
         let rollout = worker.then(|| {
-            let (stack, h, c) = (|t: &[Tensor]| Tensor::stack(t, 0), next_lstm_state.h(), next_lstm_state.c());
-            let host = |rows: &[Vec<f32>]| Tensor::from_slice(&rows.concat()).view([num_steps as i64, -1]);
-            let (obs, actions, logprobs, values) = (stack(&obs), stack(&actions), stack(&logprobs), stack(&values));
+            let [obs, actions, logprobs, values] = [&obs, &actions, &logprobs, &values].map(|t| Tensor::stack(t, 0));
             let obs = if agent.pixels { obs.to_kind(Kind::Uint8) } else { obs }; // frames as bytes: 4 times fewer
+            let [rewards, dones] = [&rewards, &dones].map(|rows| Tensor::from_slice2(rows));
             let (h0, c0, next_done) = (initial_lstm_state.h(), initial_lstm_state.c(), Tensor::from_slice(&next_done));
             let next_obs = ppo_details::upload(&envs.obs, obs_dim, agent.pixels, device);
-            let timing = Tensor::from_slice(&[worker_wait, envs.take_step_seconds()]);
-            let episodes = Tensor::from_slice(&finished).view([-1, 3]);
-            let (rewards, dones) = (host(&rewards), host(&dones));
+            let timing = Tensor::from_slice(&[worker_wait, envs.take_step_seconds()]).view([2, 1]);
+            let episodes = Tensor::from_slice(&finished).view([-1, 4]);
             let parts = [("obs", obs), ("actions", actions), ("logprobs", logprobs), ("values", values)];
             let parts = parts.into_iter().chain([("rewards", rewards), ("dones", dones), ("next_done", next_done)]);
-            let parts = parts.chain([("h0", h0), ("c0", c0), ("h", h), ("c", c), ("next_obs", next_obs)]);
-            parts.chain([("episodes", episodes), ("timing", timing)]).collect::<Vec<_>>()
+            let parts = parts.chain([("h0", h0), ("c0", c0), ("h", next_lstm_state.h()), ("c", next_lstm_state.c())]);
+            parts.chain([("next_obs", next_obs), ("episodes", episodes), ("timing", timing)]).collect::<Vec<_>>()
         });
-        let waiting = std::time::Instant::now();
-        let rollouts = gather_tensors(&world, &rollout.unwrap_or_default());
-        hand_cpu_rng(&world, 1, 0); // Workers 7: ... and hands it back, so one worker draws what ppo_lstm draws
-        let (true, Some(log)) = (learner, &mut log) else { continue }; // Workers 1: a worker's update ends here
+        let waiting = std::time::Instant::now(); // Workers 8: the learner's wait, in the gather
+        let rollouts = ppo_details::ranks::gather_tensors(&world, &rollout.unwrap_or_default());
+        ppo_details::ranks::hand_cpu_rng(&world, 1, 0); // Workers 7: ... and back: one worker draws ppo_lstm's
+        let Some(log) = &mut log else { continue }; // Workers 1: a worker's update ends here
         let (learner_wait, collection_seconds) = (waiting.elapsed().as_secs_f64(), collecting.elapsed().as_secs_f64());
-        // Workers 6: the workers' parts side by side, by name (each worker's envs after the previous worker's)
-        let cat =
-            |name: &str, dim| Tensor::cat(&rollouts.iter().map(|r| r[name].shallow_clone()).collect::<Vec<_>>(), dim);
+        // Workers 6: the parts side by side, by name: worker w's env e is env (w - 1) * num_envs + e, as in ppo_lstm
+        let cat = |name: &str, dim| Tensor::cat(&rollouts.iter().map(|r| &r[name]).collect::<Vec<_>>(), dim);
         let obs = cat("obs", 1).to_device(device).to_kind(Kind::Float).unbind(0); // Atari's frames f32 again
         let [actions, logprobs, values] =
-            ["actions", "logprobs", "values"].map(|name| cat(name, 1).to_device(device).unbind(0));
+            ["actions", "logprobs", "values"].map(|n| cat(n, 1).to_device(device).unbind(0));
         let host = |name| Vec::<Vec<f32>>::try_from(cat(name, 1)).unwrap_or_else(|e| fail(1, e));
         let (rewards, dones) = (host("rewards"), host("dones"));
         let next_done = Vec::<f32>::try_from(cat("next_done", 0)).unwrap_or_else(|e| fail(1, e));
         let lstm = |h, c| LSTMState((cat(h, 1).to_device(device), cat(c, 1).to_device(device)));
         let (initial_lstm_state, next_lstm_state) = (lstm("h0", "c0"), lstm("h", "c"));
-        for (w, rollout) in rollouts.iter().enumerate() {
-            for ep in Vec::<Vec<f64>>::try_from(&rollout["episodes"]).unwrap_or_else(|e| fail(1, e)) {
-                let worker_rank = if ranks > 1 { w + 1 } else { 0 }; // Workers 4: 1 to N; 0: learner and worker
-                log.episode_of_rank(worker_rank, ep[0] as u64, ep[1], ep[2] as u64);
-            }
-        }
-        let [workers_wait, env_seconds] =
-            [0, 1].map(|i| cat("timing", 0).view([-1, 2]).select(1, i).max().double_value(&[]));
-        // Workers 6: from here on the learner's batch, every worker's envs (its global_step: all their steps)
-        let (num_envs, batch_size) = (num_envs * workers, batch_size * workers);
-        let envsperbatch = num_envs / args.num_minibatches;
-        let global_step = (iteration * batch_size) as u64;
+        let episodes = Vec::<Vec<f64>>::try_from(cat("episodes", 0)).unwrap_or_else(|e| fail(1, e)); // Workers 4
+        episodes.iter().for_each(|ep| log.episode_of_rank(ep[0] as usize, ep[1] as u64, ep[2], ep[3] as u64));
+        let [workers_wait, env_seconds] = [0, 1].map(|i| cat("timing", 1).get(i).max().double_value(&[]));
+        let (num_envs, batch_size) = (num_envs * workers, batch_size * workers); // Workers 6: the learner's batch
+        let (envsperbatch, global_step) = (num_envs / args.num_minibatches, (iteration * batch_size) as u64);
 
         // bootstrap value if not done; the values come down to the host once per rollout, for GAE
         let next_obs = cat("next_obs", 0).to_device(device); // Workers 6: the envs' observations after the rollout
@@ -491,8 +474,7 @@ fn main() {
         }
 
         // Workers 8: miniDRL's experience SPS and learning SPS (the update's kernels done: a GPU runs them async)
-        let _last_loss = loss.double_value(&[]); // waits for the update's kernels
-        let learning_sps = batch_size as f64 / learning_start.elapsed().as_secs_f64();
+        let (_, learning_seconds) = (loss.double_value(&[]), learning_start.elapsed().as_secs_f64()); // after the read
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
         let var_y = var(returns.iter().map(|&y| y as f64));
@@ -519,7 +501,7 @@ fn main() {
             ("debug/first_mb_clipfrac", OnDevice(&clipfrac(&ratio_devs[0]))),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
             ("charts/experience_sps", OnHost(batch_size as f64 / collection_seconds)),
-            ("charts/learning_sps", OnHost(learning_sps)),
+            ("charts/learning_sps", OnHost(batch_size as f64 / learning_seconds)),
             ("timing/learner_wait_seconds", OnHost(learner_wait)),
             ("timing/workers_wait_seconds", OnHost(workers_wait)),
         ];
@@ -528,7 +510,8 @@ fn main() {
         log.checkpoint(&optimizer, &[]);
     }
 
-    if let (true, Some(log)) = (args.run.save_model, &mut log) {
+    let Some(mut log) = log else { return }; // Workers 4: the learner's
+    if args.run.save_model {
         // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
         let model_path = log.save(&vs, &args.run.exp_name);
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));

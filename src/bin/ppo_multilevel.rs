@@ -9,6 +9,7 @@ use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, RunningMeanStd, Space, VecEnv};
 use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
+use std::mem::take;
 use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
 
 #[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
@@ -95,8 +96,8 @@ struct Args {
     target_kl: Option<f64>,
     /// Ressim 3: sb3 (SB3's PPO.train): stop the update at once when a minibatch's approx_kl exceeds 1.5 x --target-kl,
     /// before its step; cleanrl: after an epoch whose last minibatch's approx_kl is above --target-kl
-    #[arg(long, value_enum, default_value_t = KlRule::Sb3)]
-    kl_rule: KlRule,
+    #[arg(long, default_value = "sb3", value_parser = ["sb3", "cleanrl"])]
+    kl_rule: String,
     /// bootstrap the value at time-limit truncations instead of treating them as terminations (not in CleanRL)
     #[arg(long, default_value_t = false)]
     bootstrap_truncation: bool,
@@ -115,13 +116,6 @@ struct Args {
     normalize: bool,
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum KlRule {
-    Sb3,
-    Cleanrl,
-}
-
 // TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the levels' checks:
 // Multilevel 1's shapes); default threads: 1 for libtorch, every core for simulating; --resume may add iterations
 // (runs of earlier builds had rsl_rl's rule and no --bootstrap-truncation)
@@ -129,19 +123,17 @@ ppo_details::experiment!(Args, (1, ppo_details::all_cores()), levels, added_late
 const ADDED_LATER: &[(&str, &str)] = &[("adaptive_lr_rule", "rsl-rl"), ("bootstrap_truncation", "false")];
 
 /// CleanRL's `make_env` (ours are flat: no FlattenObservation), with the running statistics the checkpoints keep.
-type EnvAndStats = Result<(Box<dyn Env<Obs = f32>>, Vec<envs::SharedRms>), envs::EnvError>;
+type EnvAndStats = Result<(Box<dyn Env<Obs = f32>>, Option<[envs::SharedRms; 2]>), envs::EnvError>;
 fn make_env(args: &Args, nx: usize, rms: Option<RunningMeanStd>) -> EnvAndStats {
-    let fields = match &args.perm_file {
-        Some(path) => envs::ressim::Fields::File(path.clone()),
-        None => envs::ressim::Fields::Generated { n: 16, seed: args.perm_seed },
-    };
+    let generated = envs::ressim::Fields::Generated { n: 16, seed: args.perm_seed };
+    let fields = args.perm_file.clone().map_or(generated, envs::ressim::Fields::File);
     let env = RecordEpisodeStatistics::new(envs::ressim::make_with(&args.env_id, &fields, Some(nx))?);
     // Continuous 5: clip actions to the valid range for the env
     let env = envs::ClipAction::new(env);
     if !args.normalize {
         // Ressim 1: the env scales its observations (saturations in [0, 1], pressures to [−1, 1]), rewards are
         // recovery fractions: by default only the actions are clipped (to [0.001, 1], as SB3 does)
-        return Ok((Box::new(env), Vec::new()));
+        return Ok((Box::new(env), None));
     }
     let env = envs::NormalizeObservation::new(env).frozen_with(rms); // Continuous 6: observation normalization
     let stats = env.stats();
@@ -149,9 +141,9 @@ fn make_env(args: &Args, nx: usize, rms: Option<RunningMeanStd>) -> EnvAndStats 
     let env = envs::TransformObservation::new(env, |o: &mut [f32]| o.iter_mut().for_each(|x| *x = x.clamp(-10., 10.)));
     // Continuous 8: reward scaling (divide by std of discounted return)
     let env = envs::NormalizeReward::new(env, args.gamma);
-    let stats = vec![stats, env.stats()];
+    let stats = [stats, env.stats()];
     let env = envs::TransformReward::new(env, |r: f64| r.clamp(-10.0, 10.0)); // Continuous 9: reward clipping (±10)
-    Ok((Box::new(env), stats))
+    Ok((Box::new(env), Some(stats)))
 }
 
 /// The `ResSim` inside an env stack, for `map_from`.
@@ -196,19 +188,15 @@ impl Agent {
             for (i, w) in sizes.windows(2).enumerate() {
                 seq = seq.add(layer_init(&p / (2 * i), w[0], w[1], 2f64.sqrt())).add_fn(|x| x.tanh());
             }
-            match out {
-                Some((n, std)) => seq.add(layer_init(&p / (2 * sizes.len() - 2), sizes[sizes.len() - 1], n, std)),
-                None => seq,
-            }
+            let Some((n, std)) = out else { return seq };
+            seq.add(layer_init(&p / (2 * sizes.len() - 2), sizes[sizes.len() - 1], n, std))
         };
         let sizes = [&[obs_dim][..], &args.hidden_sizes].concat();
-        let (trunk, heads_in) = match args.shared_trunk {
-            // Ressim 2: SB3 1.x's MlpPolicy (the paper's) with net_arch [150, 100, 80]: one trunk, two linear heads
-            true => (mlp(p / "trunk", &sizes, None), vec![sizes[sizes.len() - 1]]),
-            false => (nn::seq(), sizes),
-        };
+        // Ressim 2: SB3 1.x's MlpPolicy (the paper's) with net_arch [150, 100, 80]: one trunk, two linear heads
+        let k = if args.shared_trunk { sizes.len() - 1 } else { 0 }; // trunk: sizes[..=k]; heads: sizes[k..]
+        let (trunk, heads_in) = (mlp(p / "trunk", &sizes[..=k], None), &sizes[k..]);
         let (critic, actor_mean) =
-            (mlp(p / "critic", &heads_in, Some((1, 1.0))), mlp(p / "actor_mean", &heads_in, Some((n_actions, 0.01))));
+            (mlp(p / "critic", heads_in, Some((1, 1.0))), mlp(p / "actor_mean", heads_in, Some((n_actions, 0.01))));
         // Continuous 2: state-independent log std (Ressim 2: initialized to --log-std-init)
         let actor_logstd = p.var("actor_logstd", &[1, n_actions], nn::Init::Const(args.log_std_init));
         let obs_rms = p.add("obs_rms", Tensor::zeros([2 * obs_dim + 1], (Kind::Double, p.device())), false);
@@ -217,11 +205,6 @@ impl Agent {
 
     fn get_value(&self, x: &Tensor) -> Tensor {
         self.critic.forward(&self.trunk.forward(x))
-    }
-
-    /// Extra 1: the Gaussian's means, for the KL of `--adaptive-lr`.
-    fn action_mean(&self, x: &Tensor) -> Tensor {
-        self.actor_mean.forward(&self.trunk.forward(x))
     }
 
     /// torch's Normal(mean, std) written out; samples an action when none is given: (action, logprob, entropy, value)
@@ -254,7 +237,8 @@ fn main() {
     let make = |&nx: &usize| {
         let env_fns: Result<Vec<_>, _> = (0..args.num_envs).map(|_| make_env(&args, nx, None)).collect();
         let (env_fns, stats): (Vec<_>, Vec<_>) = env_fns.unwrap_or_else(|e| fail(2, e)).into_iter().unzip();
-        (VecEnv::new(env_fns).with_threads(args.run.env_threads), stats.concat())
+        let stats: Vec<_> = stats.into_iter().flatten().collect(); // each env's pair (none without --normalize)
+        (VecEnv::new(env_fns).with_threads(args.run.env_threads), stats)
     };
     let (mut level_envs, level_stats): (Vec<_>, Vec<_>) = args.levels.iter().map(make).unzip();
     let (mut sync_envs, sync_stats): (Vec<_>, Vec<_>) = args.levels[..n_levels - 1].iter().map(make).unzip();
@@ -280,7 +264,7 @@ fn main() {
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
     // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
     // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
-    let from = Start::new(&args, num_iterations, &mut optimizer, &stats);
+    let from = Start::new(&args, num_iterations, &mut optimizer, stats.as_flattened());
     let mut log = RunLog::create(&run_name, &args, &device_name, &from);
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
@@ -303,11 +287,12 @@ fn main() {
         let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
         let old_logstd = agent.actor_logstd.detach().copy(); // Extra 1: the rollout's log std
 
-        // Multilevel 2: levels coarse to fine, each continuing its own episodes (docs/ppo_multilevel.md)
+        // Multilevel 2: levels coarse to fine, each continuing its own episodes; global_step: every level's main steps
         let mut batches = Vec::new(); // Multilevel 5: per level its main batch (sign 1), for l > 0 its sync one (−1)
+        let mut finest = None; // the finest level's main batch: what --adaptive-lr, the logs and the trace read of it
         for l in 0..n_levels {
-            let (envs, mut coarse, next_done) =
-                (&mut level_envs[l], l.checked_sub(1).map(|c| &mut sync_envs[c]), &mut level_next_done[l]);
+            let (envs, mut coarse, mut next_done) =
+                (&mut level_envs[l], l.checked_sub(1).map(|c| &mut sync_envs[c]), take(&mut level_next_done[l]));
             let (num_steps, batch_size) = (args.level_steps[l], num_envs * args.level_steps[l]);
             // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host
             let per_step = || (0..num_steps).map(|_| Tensor::new()).collect::<Vec<_>>();
@@ -321,7 +306,7 @@ fn main() {
 
             let (mut truncations, mut final_obs) = (Vec::new(), Vec::new()); // (step, env) and its last observation
             for step in 0..num_steps {
-                global_step += num_envs as u64; // every level's main steps are counted (docs/runs.md)
+                global_step += num_envs as u64;
                 let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
                 obs[step] = next_obs.shallow_clone();
                 dones[step].copy_from_slice(&next_done);
@@ -329,7 +314,7 @@ fn main() {
                 let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
                 values[step] = value;
                 if args.adaptive_lr {
-                    mus[step] = tch::no_grad(|| agent.action_mean(&next_obs));
+                    mus[step] = tch::no_grad(|| agent.actor_mean.forward(&agent.trunk.forward(&next_obs)));
                 }
                 // the step's one copy down: the actions, for the envs
                 action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * n_actions as usize);
@@ -361,9 +346,7 @@ fn main() {
                 for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
                     *done = (*term || *trunc) as u8 as f32;
                 }
-                if l == n_levels - 1 {
-                    log.episodes(global_step, &envs.finished); // the finest level's: the real environment's
-                }
+                log.episodes(global_step, if l == n_levels - 1 { &envs.finished } else { &[] });
             }
 
             if !truncations.is_empty() {
@@ -377,15 +360,15 @@ fn main() {
                 }
             }
 
-            for sign in if l == 0 { &[1.0][..] } else { &[1.0, -1.0] } {
+            for &sign in if l == 0 { &[1.0][..] } else { &[1.0, -1.0] } {
                 // Multilevel 4: the main samples (sign 1), then the sync samples (−1): GAE with the fine episode
                 // boundaries, bootstrapped from level l−1 put in the fine state after the last step
                 let (envs, obs, logprobs, values, rewards) = match coarse.as_deref_mut() {
-                    Some(coarse) if *sign < 0.0 => {
+                    Some(coarse) if sign < 0.0 => {
                         map_envs(coarse, envs);
-                        (coarse, &sync_obs, &sync_logprobs, &sync_values, &sync_rewards)
+                        (coarse, take(&mut sync_obs), take(&mut sync_logprobs), take(&mut sync_values), &sync_rewards)
                     }
-                    _ => (&mut *envs, &obs, &logprobs, &values, &rewards),
+                    _ => (&mut *envs, take(&mut obs), take(&mut logprobs), take(&mut values), &rewards),
                 };
 
                 // bootstrap value if not done; the values come down to the host once per rollout, for GAE
@@ -415,29 +398,19 @@ fn main() {
                 // flatten the batch: row step * num_envs + env, as CleanRL's reshape
                 let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
                 let b_actions = Tensor::cat(&actions, 0);
-                let b_mus = if args.adaptive_lr { Tensor::cat(&mus, 0) } else { b_actions.zeros_like() }; // Extra 1
+                if l == n_levels - 1 && sign > 0.0 {
+                    let b_mus = if args.adaptive_lr { Tensor::cat(&mus, 0) } else { b_actions.zeros_like() }; // Extra 1
+                    finest = Some((b_mus, returns.clone(), values_host, rewards.clone(), dones.clone(), next_obs));
+                }
                 let b_advantages = Tensor::from_slice(&advantages).to_device(device);
                 let b_returns = Tensor::from_slice(&returns).to_device(device);
                 let b_values = Tensor::cat(&values, 0).view([-1]);
-                batches.push(Batch {
-                    level: l,
-                    sign: *sign,
-                    b_obs,
-                    b_actions,
-                    b_logprobs,
-                    b_mus,
-                    b_advantages,
-                    b_returns,
-                    b_values,
-                    returns,
-                    values_host,
-                    rewards: rewards.clone(),
-                    dones: dones.clone(),
-                    next_obs,
-                });
+                batches.push(Batch { level: l, sign, b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values });
             }
+            level_next_done[l] = next_done;
         }
         let fine = batches.iter().rposition(|b| b.sign > 0.0).expect("a main batch"); // the finest level's main batch
+        let (b_mus, returns, values_host, rewards, dones, next_obs) = finest.expect("a main batch");
 
         // Optimizing the policy and value network
         let learning_start = std::time::Instant::now();
@@ -450,31 +423,29 @@ fn main() {
         let mut level_losses = Vec::new(); // Multilevel 5: every minibatch's L^l, for their mean and variance
         let mut adaptive_kl = f64::NAN; // Extra 1: the last KL the rule saw
         let (mut epochs, mut optimizer_steps, mut stop) = (0, 0, false); // Ressim 3: how far the update went
+        let sb3 = args.kl_rule == "sb3"; // Ressim 3: SB3's early stop, else CleanRL's (Aux 3)
         for _epoch in 0..args.update_epochs {
             epochs += 1;
-            // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it),
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
             // Multilevel 5: one permutation per level, for its main and sync batches alike
             let perm = |t: &usize| trace.order(Tensor::randperm((t * num_envs) as i64, (Kind::Int64, device)));
-            let level_inds: Vec<Tensor> = args.level_steps.iter().map(perm).collect();
+            let perms: Vec<Tensor> = args.level_steps.iter().map(perm).collect();
             for start in 0..num_minibatches {
                 // Multilevel 5: every batch's minibatch on the same indices of its level's permutation, all through
                 // the network in one forward pass (and so one backward pass), then one optimizer step
-                let size = |b: &Batch| args.level_minibatch_size[b.level] as i64;
+                let sizes: Vec<i64> = batches.iter().map(|b| args.level_minibatch_size[b.level] as i64).collect();
                 let batch_inds: Vec<Tensor> =
-                    batches.iter().map(|b| level_inds[b.level].narrow(0, start as i64 * size(b), size(b))).collect();
-                let cat = |part: fn(&Batch) -> &Tensor| {
-                    Tensor::cat(&batches.iter().zip(&batch_inds).map(|(b, i)| part(b).i(i)).collect::<Vec<_>>(), 0)
-                };
-                let outputs = agent.get_action_and_value(&cat(|b| &b.b_obs), Some(&cat(|b| &b.b_actions)));
-                let sizes: Vec<i64> = batches.iter().map(size).collect();
+                    batches.iter().zip(&sizes).map(|(b, &n)| perms[b.level].narrow(0, start as i64 * n, n)).collect();
+                let (mb_obs, mb_actions): (Vec<_>, Vec<_>) =
+                    batches.iter().zip(&batch_inds).map(|(b, i)| (b.b_obs.i(i), b.b_actions.i(i))).unzip();
+                let outputs = agent.get_action_and_value(&Tensor::cat(&mb_obs, 0), Some(&Tensor::cat(&mb_actions, 0)));
                 let [_, newlogprobs, entropies, newvalues] = outputs.map(|t| t.split_with_sizes(&sizes, 0));
                 let mut level_loss: Vec<_> = (0..n_levels).map(|_| Tensor::from(0f32)).collect();
                 // (the finest main batch last: its values are the ones logged)
                 for b in (0..batches.len()).filter(|&b| b != fine).chain([fine]) {
                     let Batch { level, sign, b_logprobs, b_advantages, b_returns, b_values, .. } = &batches[b];
-                    let mb_inds = batch_inds[b].shallow_clone();
-                    let (newlogprob, entropy) = (newlogprobs[b].shallow_clone(), entropies[b].shallow_clone());
-                    let newvalue = newvalues[b].shallow_clone();
+                    let [mb_inds, newlogprob, entropy, newvalue] =
+                        [&batch_inds, &newlogprobs, &entropies, &newvalues].map(|t| t[b].shallow_clone());
                     let logratio = &newlogprob - b_logprobs.i(&mb_inds);
                     let ratio = logratio.exp();
 
@@ -525,9 +496,8 @@ fn main() {
                 // ends the update before its step (one host read per minibatch)
                 let main_kls: Vec<&Tensor> =
                     batches.iter().zip(&batch_kls).filter(|(b, _)| b.sign > 0.0).map(|(_, kl)| kl).collect();
-                let approx_kl = Tensor::stack(&main_kls, 0).max(); // Multilevel 6: any level's main minibatch
-                stop = args.kl_rule == KlRule::Sb3
-                    && args.target_kl.is_some_and(|target_kl| approx_kl.double_value(&[]) > 1.5 * target_kl);
+                let max_main_kl = Tensor::stack(&main_kls, 0).max(); // Multilevel 6: any level's main minibatch
+                stop = sb3 && args.target_kl.is_some_and(|target_kl| max_main_kl.double_value(&[]) > 1.5 * target_kl);
                 if stop {
                     break;
                 }
@@ -535,8 +505,8 @@ fn main() {
                 if args.adaptive_lr {
                     // Extra 1: KL-adaptive learning rate (rsl_rl's or the TUM report's rule), from this minibatch's KL
                     // on the finest main batch (its data is the real environment)
-                    let (Batch { b_obs, b_mus, .. }, mb_inds) = (&batches[fine], batch_inds[fine].shallow_clone());
-                    let mu = tch::no_grad(|| agent.action_mean(&b_obs.i(&mb_inds)));
+                    let (b_obs, mb_inds) = (&batches[fine].b_obs, batch_inds[fine].shallow_clone());
+                    let mu = tch::no_grad(|| agent.actor_mean.forward(&agent.trunk.forward(&b_obs.i(&mb_inds))));
                     adaptive_kl =
                         gaussian_kl(&b_mus.i(&mb_inds), &old_logstd, &mu, &agent.actor_logstd).double_value(&[]);
                     lr = adapt_lr(&args.adaptive_lr_rule, lr, adaptive_kl, args.desired_kl);
@@ -549,20 +519,17 @@ fn main() {
                 optimizer.step(lr);
                 optimizer_steps += 1;
             }
-            // Aux 3 (--kl-rule cleanrl): early stopping once the KL of the last minibatch passes the target
-            if stop
-                || args.kl_rule == KlRule::Cleanrl
-                    && args.target_kl.is_some_and(|target_kl| approx_kl.double_value(&[]) > target_kl)
-            {
+            // Aux 3: early stopping once the KL of the last minibatch passes the target
+            if stop || !sb3 && args.target_kl.is_some_and(|target_kl| approx_kl.double_value(&[]) > target_kl) {
                 break;
             }
         }
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
-        let Batch { returns, values_host, b_obs, b_actions, next_obs, rewards, dones, .. } = &batches[fine];
-        let next_done = &level_next_done[n_levels - 1];
+        let (b_obs, b_actions) = (batches[fine].b_obs.shallow_clone(), batches[fine].b_actions.shallow_clone());
+        let next_done = level_next_done[n_levels - 1].clone();
         let var_y = var(returns.iter().map(|&y| y as f64));
-        let residuals = returns.iter().zip(values_host).map(|(&y, &v)| (y - v) as f64);
+        let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
         let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
 
         // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
@@ -609,12 +576,12 @@ fn main() {
         trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         let env_seconds = level_envs.iter_mut().chain(&mut sync_envs).map(|envs| envs.take_step_seconds()).sum();
         log.update(&row, &loss, env_seconds, learning_start);
-        log.checkpoint(&optimizer, &stats);
+        log.checkpoint(&optimizer, stats.as_flattened());
     }
 
     if args.run.save_model {
-        if let Some(stats) = stats.first() {
-            let rms = stats.lock().clone(); // env 0's observation statistics go into the model file
+        if args.normalize {
+            let rms = stats[0][0].lock().clone(); // env 0's observation statistics go into the model file
             let rms = Tensor::from_slice(&[rms.mean, rms.var, vec![rms.count]].concat());
             tch::no_grad(|| agent.obs_rms.shallow_clone().copy_(&rms));
         }
@@ -635,23 +602,16 @@ fn main() {
     }
 }
 
-/// Multilevel 5: one batch of the MLMC loss, a level's main samples (`sign` 1) or its sync samples (−1), flattened
-/// as the parent flattens its batch, with what the logs and the trace read of the finest main batch.
+/// Multilevel 5: one batch of the MLMC loss, a level's main samples (`sign` 1) or its sync samples (−1), flattened.
 struct Batch {
     level: usize,
     sign: f64,
     b_obs: Tensor,
     b_actions: Tensor,
     b_logprobs: Tensor,
-    b_mus: Tensor,
     b_advantages: Tensor,
     b_returns: Tensor,
     b_values: Tensor,
-    returns: Vec<f32>,
-    values_host: Vec<f32>,
-    rewards: Vec<Vec<f32>>,
-    dones: Vec<Vec<f32>>,
-    next_obs: Tensor,
 }
 
 /// Extra 1: KL(old ‖ new) of two diagonal Gaussian policies in closed form, as torch's

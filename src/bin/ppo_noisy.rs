@@ -1,6 +1,6 @@
-//! # ppo_noisy: PPO with Noisy Nets on classic control (the TUM report's 3.4, 3.6), a diff of `ppo.rs`
+//! # ppo_noisy: `ppo` with Noisy Nets (`// Noisy N`) and the TUM report's KL-adaptive rate (`// Extra 1`)
 //!
-//! Noisy layers (Fortunato et al. 2017), each env's noise kept for its episode (`// Noisy N`), a KL-adaptive rate.
+//! CleanRL's `ppo.py` on `tch`: "The 37 Implementation Details of PPO"'s 13 core ones (`// Core N: ...`), Aux 1, 3.
 //! Run: `cargo run --release --bin ppo_noisy -- --noisy both --seed 1`; it writes `runs/<run-name>/` (docs/runs.md).
 //! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
@@ -75,8 +75,8 @@ struct Args {
     #[arg(long, value_parser = kl_target)]
     target_kl: Option<f64>,
     /// the networks whose linear layers are noisy: none (ppo.rs), policy, value or both (the report's four settings)
-    #[arg(long, value_enum, default_value_t = Noisy::Both)]
-    noisy: Noisy,
+    #[arg(long, default_value = "both", value_parser = ["none", "policy", "value", "both"])]
+    noisy: String,
     /// independent Gaussian noise, one draw per weight, instead of factorised noise (one per input and output)
     #[arg(long, default_value_t = false)]
     independent_noise: bool,
@@ -93,22 +93,11 @@ struct Args {
 
 // TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
 // whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
-// --reward-scale came after runs were made: theirs resume with the env's rewards
-ppo_details::experiment!(Args, one_core, added_later = &[("reward_scale", "1.0")]);
+ppo_details::experiment!(Args, one_core, added_later = &[("reward_scale", "1.0")]); // older runs: the env's rewards
 
 /// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordVideo` (for env 0) and `RecordEpisodeStatistics`.
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
     Ok(Box::new(RecordEpisodeStatistics::new(RecordVideo::new(envs::make(env_id)?, video_dir)?)))
-}
-
-/// Noisy 2: the networks whose layers are noisy (`--noisy`)
-#[derive(clap::ValueEnum, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Debug)]
-#[serde(rename_all = "lowercase")]
-enum Noisy {
-    None,
-    Policy,
-    Value,
-    Both,
 }
 
 /// Core 2: orthogonal weight init with the given gain, zero biases.
@@ -125,9 +114,8 @@ enum Noise {
     Independent,
 }
 
-/// Noisy 1: a linear layer y = (μ_w + σ_w ⊙ ε_w) x + μ_b + σ_b ⊙ ε_b, ε a row per sample: per weight
-/// (independent) or ε_w = f(ε_out) f(ε_in)ᵀ, ε_b = f(ε_out), f(x) = sgn(x)√|x| (factorised). Without noise: a
-/// layer_init layer.
+/// Noisy 1: a linear layer y = (μ_w + σ_w ⊙ ε_w) x + μ_b + σ_b ⊙ ε_b, ε a row per sample: one draw per weight
+/// (independent) or ε_w = f(ε_out) f(ε_in)ᵀ, ε_b = f(ε_out), f(x) = sgn(x)√|x| (factorised)
 struct Layer {
     mu: nn::Linear,
     sigma: Option<(Tensor, Tensor)>,
@@ -165,7 +153,6 @@ impl Layer {
     }
 }
 
-/// An MLP's forward pass: its three layers, each under its columns of `noise`, tanh between
 fn forward(layers: &[Layer], x: &Tensor, noise: &Tensor) -> Tensor {
     layers[2].forward(&layers[1].forward(&layers[0].forward(x, noise).tanh(), noise).tanh(), noise)
 }
@@ -178,18 +165,17 @@ struct Agent {
 }
 
 impl Agent {
-    fn new(p: &nn::Path, obs_dim: i64, n_actions: i64, noisy: Noisy, independent: bool) -> Agent {
+    fn new(p: &nn::Path, obs_dim: i64, n_actions: i64, noisy: &str, independent: bool) -> Agent {
         // each a 64-64 tanh MLP, its last layer's size and gain apart; critic first, as CleanRL (the RNG's order).
         // Layers 0, 2, 4: nn.Sequential's indices (tanh at 1, 3): saved weights get CleanRL's names (critic.0.weight)
         let mut at = 0; // Noisy 2: the noise row's next free column (the critic's layers first, in creation order)
         let kind = if independent { Noise::Independent } else { Noise::Factorised };
-        let mut mlp = |name: &str, out_dim: i64, std: f64, net: Noisy| {
-            let noise = if [net, Noisy::Both].contains(&noisy) { kind } else { Noise::Off }; // Noisy 2: --noisy's
+        let mut mlp = |name: &str, out_dim: i64, std: f64, net: &str| {
+            let noise = if ["both", net].contains(&noisy) { kind } else { Noise::Off }; // Noisy 2: --noisy's
             let mut layer = |i: i64, n, m, std| Layer::new(p / name / i, n, m, std, noise, &mut at);
             vec![layer(0, obs_dim, 64, 2f64.sqrt()), layer(2, 64, 64, 2f64.sqrt()), layer(4, 64, out_dim, std)]
         };
-        let (critic, actor) = (mlp("critic", 1, 1.0, Noisy::Value), mlp("actor", n_actions, 0.01, Noisy::Policy));
-        Agent { critic, actor, noise_dim: at }
+        Agent { critic: mlp("critic", 1, 1.0, "value"), actor: mlp("actor", n_actions, 0.01, "policy"), noise_dim: at }
     }
 
     fn get_value(&self, x: &Tensor, noise: &Tensor) -> Tensor {
@@ -233,7 +219,7 @@ fn main() {
         (o, a) => fail(2, format!("{}: {o} observations, {a} actions; ppo needs 1-D and Discrete", args.env_id)),
     };
     let mut vs = nn::VarStore::new(device);
-    let agent = Agent::new(&vs.root(), obs_dim, n_actions, args.noisy, args.independent_noise);
+    let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args.noisy, args.independent_noise);
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
     // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
@@ -271,10 +257,9 @@ fn main() {
             let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
             obs[step] = next_obs.shallow_clone();
             dones[step].copy_from_slice(&next_done);
-            // Noisy 3: an env whose episode ended draws new noise (the report: resampled when the env resets)
             let ended = || Tensor::from_slice(&next_done).to_device(device).view([-1, 1]).gt(0.0);
             env_noise = if next_done.contains(&1.0) { draw().where_self(&ended(), &env_noise) } else { env_noise };
-            noises[step] = env_noise.shallow_clone();
+            noises[step] = env_noise.shallow_clone(); // Noisy 3: new noise where an episode ended (the report's reset)
 
             let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, &env_noise, None));
             values[step] = value;
@@ -286,8 +271,8 @@ fn main() {
             // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
             // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
             envs.step(Action::Discrete(&action_buf));
-            // Extra 2: the report's reward factor, for learning only (the episode statistics are the env's)
-            rewards[step].iter_mut().zip(&envs.rewards).for_each(|(r, e)| *r = e * args.reward_scale as f32);
+            rewards[step].iter_mut().zip(&envs.rewards).for_each(|(r, e)| *r = e * args.reward_scale as f32); // Extra 2
+
             // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
             for (done, (term, trunc)) in next_done.iter_mut().zip(envs.terminated.iter().zip(&envs.truncated)) {
                 *done = (*term || *trunc) as u8 as f32;
@@ -323,7 +308,7 @@ fn main() {
         let b_actions = Tensor::cat(&actions, 0);
         let b_noise = Tensor::cat(&noises, 0); // Noisy 3: each sample's noise, the one it acted under
         let log_pi = || tch::no_grad(|| forward(&agent.actor, &b_obs, &b_noise).log_softmax(-1, Kind::Float));
-        let old_log_probs = args.adaptive_lr.then(log_pi); // Extra 1: the policy's log-probabilities before the update
+        let old_log_probs = args.adaptive_lr.then(log_pi); // Extra 1: log π_old, for d = Σ_a π_old log(π_old / π)
         let b_advantages = Tensor::from_slice(&advantages).to_device(device);
         let b_returns = Tensor::from_slice(&returns).to_device(device);
         let b_values = Tensor::cat(&values, 0).view([-1]);
@@ -393,12 +378,10 @@ fn main() {
             }
         }
 
-        // Extra 1: the KL of the rollout's policy to the updated one, Σ_a π_old log(π_old / π) (the report's 3.6)
         let adaptive_kl = old_log_probs.map(|old| {
             (old.exp() * (&old - log_pi())).sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float).double_value(&[])
         });
-        // Extra 1: the report's rule (adapt_lr), with --adaptive-lr; the rate logged is the one it gives
-        adapted_lr = adaptive_kl.map_or(adapted_lr, |kl| adapt_lr(lr, kl, args.desired_kl));
+        adapted_lr = adaptive_kl.map_or(adapted_lr, |kl| adapt_lr(lr, kl, args.desired_kl)); // Extra 1: the next rate
         let lr = if args.adaptive_lr { adapted_lr } else { lr };
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
@@ -434,8 +417,7 @@ fn main() {
 
     if args.run.save_model {
         // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
-        // Noisy 4: a row of zero noise: every layer's weights are its μ, the mean weights
-        let no_noise = Tensor::zeros([1, agent.noise_dim], (Kind::Float, device));
+        let no_noise = Tensor::zeros([1, agent.noise_dim], (Kind::Float, device)); // Noisy 4: ε = 0, the mean weights
         let model_path = log.save(&vs, &args.run.exp_name);
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
         let mut action = [0i64];
@@ -448,21 +430,18 @@ fn main() {
     }
 }
 
-/// Extra 1: the next learning rate from the KL d and the desired KL δ, within [1e-5, 1e-2] (rsl_rl's bounds, not
-/// the report's: a settled policy's rate would double without bound): the TUM report's rule (3.6), / 2 when d > 1.5δ,
-/// x 2 when d < δ / 1.5, as ppo_continuous's `--adaptive-lr-rule tum` writes it.
+/// Extra 1: the TUM report's rule (3.6) for the next rate from the KL d and the desired KL δ, within rsl_rl's
+/// [1e-5, 1e-2] (the report has no bounds: a settled policy's rate would double without end)
 fn adapt_lr(lr: f64, kl: f64, desired_kl: f64) -> f64 {
-    let (down, up, factor) = (kl > 1.5 * desired_kl, kl < desired_kl / 1.5, 2.0);
-    if down {
-        (lr / factor).max(1e-5)
-    } else if up {
-        (lr * factor).min(1e-2)
+    if kl > 1.5 * desired_kl {
+        (lr / 2.0).max(1e-5)
+    } else if kl < desired_kl / 1.5 {
+        (lr * 2.0).min(1e-2)
     } else {
         lr
     }
 }
 
-// Noisy 1's layers tested from outside the tutorial (tests/unit/ppo_noisy.rs, as this file's `tests` module)
 #[cfg(test)]
 #[path = "../../tests/unit/ppo_noisy.rs"]
-mod tests;
+mod tests; // Noisy 1's layers and Extra 1's rule, tested from outside the tutorial

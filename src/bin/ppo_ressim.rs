@@ -92,8 +92,8 @@ struct Args {
     target_kl: Option<f64>,
     /// Ressim 3: sb3 (SB3's PPO.train): stop the update at once when a minibatch's approx_kl exceeds 1.5 x --target-kl,
     /// before its step; cleanrl: after an epoch whose last minibatch's approx_kl is above --target-kl
-    #[arg(long, value_enum, default_value_t = KlRule::Sb3)]
-    kl_rule: KlRule,
+    #[arg(long, default_value = "sb3", value_parser = ["sb3", "cleanrl"])]
+    kl_rule: String,
     /// bootstrap the value at time-limit truncations instead of treating them as terminations (not in CleanRL)
     #[arg(long, default_value_t = false)]
     bootstrap_truncation: bool,
@@ -112,31 +112,22 @@ struct Args {
     normalize: bool,
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum KlRule {
-    Sb3,
-    Cleanrl,
-}
-
 // TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
 // whole minibatches, one batch at least); default threads: 1 for libtorch, every core for simulating
 ppo_details::experiment!(Args, (1, ppo_details::all_cores()), |_: &Args| Ok::<(), String>(()));
 
 /// CleanRL's `make_env` (ours are flat: no FlattenObservation), with the running statistics the checkpoints keep.
-type EnvAndStats = Result<(Box<dyn Env<Obs = f32>>, Vec<envs::SharedRms>), envs::EnvError>;
+type EnvAndStats = Result<(Box<dyn Env<Obs = f32>>, Option<[envs::SharedRms; 2]>), envs::EnvError>;
 fn make_env(args: &Args, rms: Option<RunningMeanStd>) -> EnvAndStats {
-    let fields = match &args.perm_file {
-        Some(path) => envs::ressim::Fields::File(path.clone()),
-        None => envs::ressim::Fields::Generated { n: 16, seed: args.perm_seed },
-    };
+    let generated = envs::ressim::Fields::Generated { n: 16, seed: args.perm_seed };
+    let fields = args.perm_file.clone().map_or(generated, envs::ressim::Fields::File);
     let env = RecordEpisodeStatistics::new(envs::ressim::make_with(&args.env_id, &fields, None)?);
     // Continuous 5: clip actions to the valid range for the env
     let env = envs::ClipAction::new(env);
     if !args.normalize {
         // Ressim 1: the env scales its observations (saturations in [0, 1], pressures to [−1, 1]), rewards are
         // recovery fractions: by default only the actions are clipped (to [0.001, 1], as SB3 does)
-        return Ok((Box::new(env), Vec::new()));
+        return Ok((Box::new(env), None));
     }
     let env = envs::NormalizeObservation::new(env).frozen_with(rms); // Continuous 6: observation normalization
     let stats = env.stats();
@@ -144,9 +135,9 @@ fn make_env(args: &Args, rms: Option<RunningMeanStd>) -> EnvAndStats {
     let env = envs::TransformObservation::new(env, |o: &mut [f32]| o.iter_mut().for_each(|x| *x = x.clamp(-10., 10.)));
     // Continuous 8: reward scaling (divide by std of discounted return)
     let env = envs::NormalizeReward::new(env, args.gamma);
-    let stats = vec![stats, env.stats()];
+    let stats = [stats, env.stats()];
     let env = envs::TransformReward::new(env, |r: f64| r.clamp(-10.0, 10.0)); // Continuous 9: reward clipping (±10)
-    Ok((Box::new(env), stats))
+    Ok((Box::new(env), Some(stats)))
 }
 
 /// Core 2: orthogonal weight init with the given gain, zero biases.
@@ -174,19 +165,15 @@ impl Agent {
             for (i, w) in sizes.windows(2).enumerate() {
                 seq = seq.add(layer_init(&p / (2 * i), w[0], w[1], 2f64.sqrt())).add_fn(|x| x.tanh());
             }
-            match out {
-                Some((n, std)) => seq.add(layer_init(&p / (2 * sizes.len() - 2), sizes[sizes.len() - 1], n, std)),
-                None => seq,
-            }
+            let Some((n, std)) = out else { return seq };
+            seq.add(layer_init(&p / (2 * sizes.len() - 2), sizes[sizes.len() - 1], n, std))
         };
         let sizes = [&[obs_dim][..], &args.hidden_sizes].concat();
-        let (trunk, heads_in) = match args.shared_trunk {
-            // Ressim 2: SB3 1.x's MlpPolicy (the paper's) with net_arch [150, 100, 80]: one trunk, two linear heads
-            true => (mlp(p / "trunk", &sizes, None), vec![sizes[sizes.len() - 1]]),
-            false => (nn::seq(), sizes),
-        };
+        // Ressim 2: SB3 1.x's MlpPolicy (the paper's) with net_arch [150, 100, 80]: one trunk, two linear heads
+        let k = if args.shared_trunk { sizes.len() - 1 } else { 0 }; // trunk: sizes[..=k]; heads: sizes[k..]
+        let (trunk, heads_in) = (mlp(p / "trunk", &sizes[..=k], None), &sizes[k..]);
         let (critic, actor_mean) =
-            (mlp(p / "critic", &heads_in, Some((1, 1.0))), mlp(p / "actor_mean", &heads_in, Some((n_actions, 0.01))));
+            (mlp(p / "critic", heads_in, Some((1, 1.0))), mlp(p / "actor_mean", heads_in, Some((n_actions, 0.01))));
         // Continuous 2: state-independent log std (Ressim 2: initialized to --log-std-init)
         let actor_logstd = p.var("actor_logstd", &[1, n_actions], nn::Init::Const(args.log_std_init));
         let obs_rms = p.add("obs_rms", Tensor::zeros([2 * obs_dim + 1], (Kind::Double, p.device())), false);
@@ -195,11 +182,6 @@ impl Agent {
 
     fn get_value(&self, x: &Tensor) -> Tensor {
         self.critic.forward(&self.trunk.forward(x))
-    }
-
-    /// Extra 1: the Gaussian's means, for the KL of `--adaptive-lr`.
-    fn action_mean(&self, x: &Tensor) -> Tensor {
-        self.actor_mean.forward(&self.trunk.forward(x))
     }
 
     /// torch's Normal(mean, std) written out; samples an action when none is given: (action, logprob, entropy, value)
@@ -231,7 +213,7 @@ fn main() {
     let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, ppo_details::unix_time());
     let env_fns: Result<Vec<_>, _> = (0..args.num_envs).map(|_| make_env(&args, None)).collect();
     let (env_fns, stats): (Vec<_>, Vec<_>) = env_fns.unwrap_or_else(|e| fail(2, e)).into_iter().unzip();
-    let stats = stats.concat(); // every env's running statistics (none without --normalize), for the checkpoints
+    let stats: Vec<_> = stats.into_iter().flatten().collect(); // each env's pair (none without --normalize)
 
     // seeding
     tch::manual_seed(args.run.seed as i64);
@@ -253,7 +235,7 @@ fn main() {
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
     // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
     // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
-    let from = Start::new(&args, num_iterations, &mut optimizer, &stats);
+    let from = Start::new(&args, num_iterations, &mut optimizer, stats.as_flattened());
     let mut log = RunLog::create(&run_name, &args, &device_name, &from);
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
@@ -291,7 +273,7 @@ fn main() {
             let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
             values[step] = value;
             if args.adaptive_lr {
-                mus[step] = tch::no_grad(|| agent.action_mean(&next_obs));
+                mus[step] = tch::no_grad(|| agent.actor_mean.forward(&agent.trunk.forward(&next_obs)));
             }
             // the step's one copy down: the actions, for the envs
             action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * n_actions as usize);
@@ -363,6 +345,7 @@ fn main() {
         let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
         let mut adaptive_kl = f64::NAN; // Extra 1: the last KL the rule saw
         let (mut epochs, mut optimizer_steps, mut stop) = (0, 0, false); // Ressim 3: how far the update went
+        let sb3 = args.kl_rule == "sb3"; // Ressim 3: SB3's early stop, else CleanRL's (Aux 3)
         for _epoch in 0..args.update_epochs {
             epochs += 1;
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
@@ -412,15 +395,14 @@ fn main() {
 
                 // Aux 3, Ressim 3: SB3's early stop (PPO.train): a minibatch with an approx_kl above 1.5 x target_kl
                 // ends the update before its step (one host read per minibatch)
-                stop = args.kl_rule == KlRule::Sb3
-                    && args.target_kl.is_some_and(|target_kl| approx_kl.double_value(&[]) > 1.5 * target_kl);
+                stop = sb3 && args.target_kl.is_some_and(|target_kl| approx_kl.double_value(&[]) > 1.5 * target_kl);
                 if stop {
                     break;
                 }
 
                 if args.adaptive_lr {
                     // Extra 1: KL-adaptive learning rate (rsl_rl's or the TUM report's rule), from this minibatch's KL
-                    let mu = tch::no_grad(|| agent.action_mean(&b_obs.i(&mb_inds)));
+                    let mu = tch::no_grad(|| agent.actor_mean.forward(&agent.trunk.forward(&b_obs.i(&mb_inds))));
                     adaptive_kl =
                         gaussian_kl(&b_mus.i(&mb_inds), &old_logstd, &mu, &agent.actor_logstd).double_value(&[]);
                     lr = adapt_lr(&args.adaptive_lr_rule, lr, adaptive_kl, args.desired_kl);
@@ -433,11 +415,8 @@ fn main() {
                 optimizer.step(lr);
                 optimizer_steps += 1;
             }
-            // Aux 3 (--kl-rule cleanrl): early stopping once the KL of the last minibatch passes the target
-            if stop
-                || args.kl_rule == KlRule::Cleanrl
-                    && args.target_kl.is_some_and(|target_kl| approx_kl.double_value(&[]) > target_kl)
-            {
+            // Aux 3: early stopping once the KL of the last minibatch passes the target
+            if stop || !sb3 && args.target_kl.is_some_and(|target_kl| approx_kl.double_value(&[]) > target_kl) {
                 break;
             }
         }
@@ -472,12 +451,12 @@ fn main() {
         ];
         trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         log.update(&row, &loss, envs.take_step_seconds(), learning_start);
-        log.checkpoint(&optimizer, &stats);
+        log.checkpoint(&optimizer, stats.as_flattened());
     }
 
     if args.run.save_model {
-        if let Some(stats) = stats.first() {
-            let rms = stats.lock().clone(); // env 0's observation statistics go into the model file
+        if args.normalize {
+            let rms = stats[0][0].lock().clone(); // env 0's observation statistics go into the model file
             let rms = Tensor::from_slice(&[rms.mean, rms.var, vec![rms.count]].concat());
             tch::no_grad(|| agent.obs_rms.shallow_clone().copy_(&rms));
         }

@@ -1,5 +1,6 @@
 //! # ppo_seeds: `ppo` for N seeds at once, batched in one process (its diff against ppo: `diffs/`)
 //!
+//! CleanRL's `ppo.py` on `tch`: "The 37 Implementation Details of PPO"'s 13 core ones (`// Core N: ...`), Aux 1, 3.
 //! purejaxrl's `jax.vmap(train)` in libtorch: every tensor gains a leading seed dimension (`// Seeds N: ...`).
 //! Run: `cargo run --release --bin ppo_seeds -- --num-seeds 3 --seed 1`; it writes `runs/<run-name>/` (docs/runs.md).
 //! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
@@ -8,7 +9,7 @@ use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
-use tch::{nn, nn::Module, Device, Kind, Tensor};
+use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
 
 #[derive(Parser, Debug, serde::Serialize, serde::Deserialize)]
 #[command(about = "PPO on classic control (CartPole-v1) for N seeds in one process, after CleanRL's ppo.py")]
@@ -20,19 +21,19 @@ struct Args {
     /// record env 0's games, every frame, on CleanRL's schedule, as GIFs in videos/<run-name>/
     #[arg(long, default_value_t = false)]
     capture_video: bool,
-    /// the number of seeds trained at once: --seed, --seed + 1, ..., each with `ppo --seed k`'s networks and envs
+    /// the number of seeds trained at once (--seed, --seed + 1, ...); --num-envs and --total-timesteps: each seed's
     #[arg(long, default_value_t = 3, value_parser = at_least_one)]
     num_seeds: usize,
     /// the id of the environment (CartPole-v1, Acrobot-v1, MountainCar-v0; without velocities: CartPoleNoVel-v1, ...)
     #[arg(long, default_value = "CartPole-v1")]
     env_id: String,
-    /// total timesteps of the experiment, for each seed
+    /// total timesteps of the experiment
     #[arg(long, default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(1..))]
     total_timesteps: u64,
     /// the learning rate of the optimizer
     #[arg(long, default_value_t = 2.5e-4, value_parser = positive)]
     learning_rate: f64,
-    /// the number of parallel game environments of each seed
+    /// the number of parallel game environments
     #[arg(long, default_value_t = 4, value_parser = at_least_one)]
     num_envs: usize,
     /// the number of steps to run in each environment per policy rollout
@@ -80,15 +81,13 @@ struct Args {
 }
 
 // TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
-// whole minibatches, one batch at least); default threads: torch_on_all_cores (Seeds 1: the seeds' ops split well)
-ppo_details::experiment!(Args, torch_on_all_cores, check = seeds_fit);
+// whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
+ppo_details::experiment!(Args, torch_on_all_cores, check = seeds_fit); // Seeds 1: batched ops: torch on every core
 
 /// Seeds 2: seed k's env e is seeded with --seed + k + e, as `ppo --seed k`'s env e: the last must fit in 64 bits
 fn seeds_fit(a: &Args) -> Result<(), String> {
-    let (seed, seeds, envs) = (a.run.seed, a.num_seeds, a.num_envs);
-    let err =
-        format!("--seed {seed} with --num-seeds {seeds} and --num-envs {envs} seeds envs past 2^64 - 1: lower --seed");
-    seed.checked_add((seeds - 1 + envs - 1) as u64).map(|_| ()).ok_or(err)
+    let last = a.run.seed.checked_add((a.num_seeds - 1 + a.num_envs - 1) as u64);
+    last.map(|_| ()).ok_or(format!("--seed {}: the seeds' envs would be seeded past 2^64 - 1: lower it", a.run.seed))
 }
 
 /// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordVideo` (for env 0) and `RecordEpisodeStatistics`.
@@ -102,9 +101,11 @@ fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
     nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
 }
 
-/// Seeds 1: a linear layer of every seed, `y[k] = x[k] w[k]^T + b[k]` in one batched matrix product
+/// Seeds 1: a linear layer of every seed, `y[k] = x[k] w[k]^T + b[k]` in one batched matrix product; x's rows come
+/// seed by seed (seed k's: the k-th block), as every tensor's rows here
 fn seeds_linear(ws: Tensor, bs: Tensor) -> impl Module {
-    nn::func(move |x| bs.unsqueeze(1).baddbmm(x, &ws.transpose(1, 2), 1, 1))
+    let seeds = ws.size()[0];
+    nn::func(move |x| bs.unsqueeze(1).baddbmm(&x.unflatten(0, [seeds, -1]), &ws.transpose(1, 2), 1, 1).flatten(0, 1))
 }
 
 // Core 13: separate policy and value networks
@@ -127,21 +128,18 @@ impl Agent {
                 .add(layer_init(&p / 4, 64, out_dim, std))
         };
         // Seeds 1: seed k's networks drawn as `ppo --seed k` draws its own (torch seeded with k, critic first) ...
-        let drawn: Vec<nn::VarStore> = (seeds.iter())
-            .map(|&seed| {
-                tch::manual_seed(seed as i64);
-                let vs = nn::VarStore::new(p.device());
-                mlp(vs.root() / "critic", 1, 1.0);
-                mlp(vs.root() / "actor", n_actions, 0.01);
-                vs
-            })
-            .collect();
+        let drawn = nn::VarStore::new(p.device());
+        for &seed in seeds {
+            tch::manual_seed(seed as i64);
+            mlp(drawn.root() / seed / "critic", 1, 1.0);
+            mlp(drawn.root() / seed / "actor", n_actions, 0.01);
+        }
         // ... then stacked, a variable per layer for all seeds (critic.0.weight: [seeds, 64, obs_dim])
         let stacked = |net: &str| {
             let layer = |i: i64| {
                 let var = |name: &str| {
                     let each: Vec<Tensor> =
-                        drawn.iter().map(|vs| vs.variables()[&format!("{net}.{i}.{name}")].copy()).collect();
+                        seeds.iter().map(|k| drawn.variables()[&format!("{k}.{net}.{i}.{name}")].copy()).collect();
                     (p / net / i).var_copy(name, &Tensor::stack(&each, 0))
                 };
                 let bias = var("bias"); // first, as nn::linear makes them (the order of Adam's flat vector)
@@ -161,9 +159,7 @@ impl Agent {
         let logits = self.actor.forward(x);
         let log_probs = logits.log_softmax(-1, Kind::Float);
         let probs = log_probs.exp();
-        let (seeds, rows, n_actions) = probs.size3().expect("[seeds, rows, actions]"); // Seeds 1: one draw per row
-        let sample = || ppo_details::categorical_sample(&probs.view([-1, n_actions])).view([seeds, rows]);
-        let action = action.map_or_else(sample, |a| a.shallow_clone());
+        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
         let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
         let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
         [action, log_prob, entropy, self.get_value(x)]
@@ -173,13 +169,13 @@ impl Agent {
 fn main() {
     // bad input (a flag out of range, flags that cannot work together): one line, exit code 2, nothing written
     let args: Args = parse_args();
-    // Seeds 2: all seeds' envs in one vector, seed k's (--seed + k) from env k * envs_per_seed on; a batch: one seed's
-    let (num_seeds, envs_per_seed) = (args.num_seeds as i64, args.num_envs);
-    let (num_envs, num_steps) = (args.num_seeds * envs_per_seed, args.num_steps);
-    let batch_size = envs_per_seed * num_steps;
+    // Seeds 2: all seeds' envs in one vector, seed k's (--seed + k) from env k * --num-envs on; a batch: all seeds'
+    let (num_envs, num_steps, num_seeds) = (args.num_seeds * args.num_envs, args.num_steps, args.num_seeds as i64);
+    let batch_size = num_envs * num_steps;
+    let seed_batch = args.num_envs * num_steps; // Seeds 3: a seed's own, as `ppo --seed k`'s batch
     let seeds: Vec<u64> = (0..args.num_seeds as u64).map(|k| args.run.seed + k).collect();
     let minibatch_size = batch_size / args.num_minibatches;
-    let num_iterations = args.total_timesteps as usize / batch_size;
+    let num_iterations = args.total_timesteps as usize / seed_batch;
     let run_name = format!("{}__{}__{}__{}", args.env_id, args.run.exp_name, args.run.seed, ppo_details::unix_time());
     let video_dir: Option<std::path::PathBuf> = args.capture_video.then(|| ["videos", &run_name].iter().collect());
     let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| i == 0));
@@ -200,12 +196,12 @@ fn main() {
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions, &seeds);
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
-    // Seeds 3: each seed's own gradient norm and step count
-    let mut optimizer = FlatAdam::new_seeds(&vs, 1e-5, args.num_seeds);
+    let mut optimizer = FlatAdam::new_seeds(&vs, 1e-5, args.num_seeds); // Seeds 3: each seed's own step count
+
     // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
     // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
     let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
-    let mut log = RunLog::create(&run_name, &args, &device_name, &from).with_seeds(&seeds, envs_per_seed); // Seeds 4
+    let mut log = RunLog::create(&run_name, &args, &device_name, &from).with_seeds(&seeds, args.num_envs); // Seeds 4
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
@@ -217,7 +213,7 @@ fn main() {
     // start the game (with --resume: where the checkpoint stood, in fresh episodes)
     let mut global_step = from.global_step;
     // Seeds 2: seed k's env e as `ppo --seed k`'s env e
-    envs.reset_each(|i| Some(from.seed + (i / envs_per_seed + i % envs_per_seed) as u64));
+    envs.reset_each(|i| Some(from.seed + (i / args.num_envs + i % args.num_envs) as u64));
     let mut next_done = vec![0f32; num_envs];
     let mut action_buf = vec![0i64; num_envs];
 
@@ -229,8 +225,8 @@ fn main() {
         let clip_coef = if args.anneal_clip { frac * args.clip_coef } else { args.clip_coef };
 
         for step in 0..num_steps {
-            global_step += envs_per_seed as u64; // each seed's steps, as `ppo --seed k` counts its own
-            let next_obs = Tensor::from_slice(&envs.obs).view([num_seeds, -1, obs_dim]).to_device(device);
+            global_step += args.num_envs as u64; // each seed's steps, as `ppo --seed k` counts its own
+            let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
             obs[step] = next_obs.shallow_clone();
             dones[step].copy_from_slice(&next_done);
 
@@ -253,13 +249,13 @@ fn main() {
         }
 
         // bootstrap value if not done; the values come down to the host once per rollout, for GAE
-        let next_obs = Tensor::from_slice(&envs.obs).view([num_seeds, -1, obs_dim]).to_device(device);
+        let next_obs = Tensor::from_slice(&envs.obs).view([-1, obs_dim]).to_device(device);
         let next_value = to_host(&tch::no_grad(|| agent.get_value(&next_obs)));
         let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
 
         // Core 5: GAE, as a plain loop on the host
         let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
-        let mut advantages = vec![0f32; num_steps * num_envs];
+        let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
         for t in (0..num_steps).rev() {
             for e in 0..num_envs {
@@ -275,14 +271,16 @@ fn main() {
         }
         let returns: Vec<f32> = advantages.iter().zip(&values_host).map(|(a, v)| a + v).collect();
 
-        // flatten the batch: row step * num_envs + env, as CleanRL's reshape (Seeds 3: a seed's own, [seeds, rows])
-        let seed_major = |per_step: &[Tensor]| Tensor::stack(per_step, 1).flatten(1, 2);
-        let per_step_host = |x: &[f32]| Tensor::from_slice(x).view([num_steps as i64, num_seeds, -1]).unbind(0);
-        let (b_obs, b_logprobs) = (seed_major(&obs), seed_major(&logprobs));
-        let b_actions = seed_major(&actions);
-        let b_advantages = seed_major(&per_step_host(&advantages)).to_device(device);
-        let b_returns = seed_major(&per_step_host(&returns)).to_device(device);
-        let b_values = seed_major(&values).view([num_seeds, -1]);
+        // flatten the batch: row step * num_envs + env, as CleanRL's reshape
+        let (b_obs, b_logprobs) = (Tensor::cat(&obs, 0), Tensor::cat(&logprobs, 0));
+        let b_actions = Tensor::cat(&actions, 0);
+        let b_advantages = Tensor::from_slice(&advantages).to_device(device);
+        let b_returns = Tensor::from_slice(&returns).to_device(device);
+        let b_values = Tensor::cat(&values, 0).view([-1]);
+        // Seeds 3: then seed by seed, seed k's rows (step * --num-envs + env, as ppo's) from row k * seed_batch on
+        let seed_major = |b: Tensor| b.unflatten(0, [num_steps as i64, num_seeds, -1]).transpose(0, 1).flatten(0, 2);
+        let [b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values] =
+            [b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values].map(seed_major);
 
         // Optimizing the policy and value network
         let learning_start = std::time::Instant::now();
@@ -294,60 +292,62 @@ fn main() {
         let mut stepping: Vec<bool> = optimizer.stopped_at().iter().map(|&at| at == 0).collect(); // Seeds 3, 5: below
         let mut logged = Vec::new(); // Seeds 3: each seed's values where it stopped
         let mut stepped_minibatches = vec![0; args.num_seeds]; // Seeds 3: and the minibatches it stepped on
-        let seed_rows = Tensor::arange(num_seeds, (Kind::Int64, device)).view([-1, 1]);
+        let mean = |t: Tensor| t.view([num_seeds, -1]).mean_dim(-1, false, Kind::Float); // Seeds 3: each seed's own
         for _epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
-            let order = |_| trace.order(Tensor::randperm(batch_size as i64, (Kind::Int64, device)));
-            let b_inds = Tensor::stack(&(0..num_seeds).map(order).collect::<Vec<_>>(), 0); // Seeds 3: one per seed
+            let mut order = || trace.order(Tensor::randperm(seed_batch as i64, (Kind::Int64, device)));
+            // Seeds 3: an order per seed over its own rows (from k * seed_batch on); a minibatch: each seed's next rows
+            let b_inds = Tensor::stack(&(0..num_seeds).map(|k| order() + k * seed_batch as i64).collect::<Vec<_>>(), 0);
+            let b_inds = b_inds.unflatten(1, [args.num_minibatches as i64, -1]).transpose(0, 1).flatten(0, 2);
             let live = Tensor::from_slice(&stepping).to_device(device); // Seeds 3: the seeds stepping as it starts
             for start in (0..batch_size).step_by(minibatch_size) {
-                let mb_inds = b_inds.narrow(1, start as i64, minibatch_size as i64);
-                let mb = |b: &Tensor| b.index(&[Some(&seed_rows), Some(&mb_inds)]); // Seeds 3: seed k's rows of its own
-                let [_, newlogprob, entropy, newvalue] = agent.get_action_and_value(&mb(&b_obs), Some(&mb(&b_actions)));
-                let logratio = &newlogprob - mb(&b_logprobs);
+                let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
+                let [_, newlogprob, entropy, newvalue] =
+                    agent.get_action_and_value(&b_obs.i(&mb_inds), Some(&b_actions.i(&mb_inds)));
+                let logratio = &newlogprob - b_logprobs.i(&mb_inds);
                 let ratio = logratio.exp();
 
                 // Core 12: debug variables: two KL estimates (joschu.net/blog/kl-approx.html), |ratio - 1|
                 tch::no_grad(|| {
-                    old_approx_kl = (-&logratio).mean_dim(-1, false, Kind::Float);
-                    approx_kl = ((&ratio - 1.0) - &logratio).mean_dim(-1, false, Kind::Float);
+                    old_approx_kl = mean(-&logratio);
+                    approx_kl = mean((&ratio - 1.0) - &logratio);
                     ratio_devs.push((&ratio - 1.0).abs());
                 });
 
-                let mut mb_advantages = mb(&b_advantages);
+                let mut mb_advantages = b_advantages.i(&mb_inds);
                 if args.norm_adv {
                     // Core 7: per-minibatch advantage normalization (torch's std: unbiased, n - 1, as CleanRL's)
-                    let (mean, std) =
-                        (mb_advantages.mean_dim(-1, true, Kind::Float), mb_advantages.std_dim(-1, true, true));
-                    mb_advantages = (&mb_advantages - mean) / (std + 1e-8);
+                    let a = mb_advantages.view([num_seeds, -1]); // Seeds 3: each seed's own minibatch
+                    mb_advantages =
+                        ((&a - a.mean_dim(-1, true, Kind::Float)) / (a.std_dim(-1, true, true) + 1e-8)).view([-1]);
                 }
 
                 // Core 8: clipped surrogate objective
                 let pg_loss1 = -&mb_advantages * &ratio;
                 let pg_loss2 = -&mb_advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef);
-                pg_loss = pg_loss1.max_other(&pg_loss2).mean_dim(-1, false, Kind::Float);
+                pg_loss = mean(pg_loss1.max_other(&pg_loss2));
 
-                let newvalue = newvalue.view([num_seeds, -1]);
-                let mb_returns = &mb(&b_returns);
+                let newvalue = newvalue.view([-1]);
+                let mb_returns = &b_returns.i(&mb_inds);
                 v_loss = if args.clip_vloss {
                     // Core 9: value-function loss clipping
-                    let mb_values = &mb(&b_values);
+                    let mb_values = &b_values.i(&mb_inds);
                     let v_loss_unclipped = (&newvalue - mb_returns).square();
                     let v_clipped = mb_values + (&newvalue - mb_values).clamp(-clip_coef, clip_coef);
                     let v_loss_clipped = (v_clipped - mb_returns).square();
-                    0.5 * v_loss_unclipped.max_other(&v_loss_clipped).mean_dim(-1, false, Kind::Float)
+                    0.5 * mean(v_loss_unclipped.max_other(&v_loss_clipped))
                 } else {
-                    0.5 * (&newvalue - mb_returns).square().mean_dim(-1, false, Kind::Float)
+                    0.5 * mean((&newvalue - mb_returns).square())
                 };
 
                 // Core 10: one loss with an entropy bonus, one optimizer
-                entropy_loss = entropy.mean_dim(-1, false, Kind::Float);
+                entropy_loss = mean(entropy);
                 loss = &pg_loss - &entropy_loss * args.ent_coef + &v_loss * args.vf_coef;
 
                 optimizer.zero_grad();
-                // Seeds 3: the sum of the seeds' losses: no gradient mixes seeds
+                // Seeds 3: the seeds' losses summed (no gradient mixes seeds), each gradient clipped by its seed's norm
                 loss.sum(Kind::Float).backward();
-                // Core 11: global gradient-norm clipping (Seeds 3: each seed's gradient by its own norm)
+                // Core 11: global gradient-norm clipping
                 let grads: Vec<_> = vs.trainable_variables().iter().map(|p| p.grad().view([num_seeds, -1])).collect();
                 grad_norm = tch::no_grad(|| Tensor::cat(&grads, 1).norm_scalaropt_dim(2, [1], false));
                 let clip = (args.max_grad_norm / (&grad_norm + 1e-6)).clamp_max(1.0).view([-1, 1]);
@@ -362,10 +362,10 @@ fn main() {
             // Seeds 3: a seed logs the last minibatch of the epoch it stopped in, as `ppo` logs the one it stopped at
             let now = [&pg_loss, &v_loss, &entropy_loss, &old_approx_kl, &approx_kl, &grad_norm, &loss];
             logged = (0..now.len()).map(|i| now[i].where_self(&live, logged.get(i).unwrap_or(now[i]))).collect();
-            // Aux 3: early stopping once the KL of the last minibatch passes the target (Seeds 3: per seed)
+            // Aux 3: early stopping once the KL of the last minibatch passes the target
             if let Some(target_kl) = args.target_kl {
                 let kl = ppo_details::read_host(&[&approx_kl]);
-                stepping.iter_mut().zip(kl).for_each(|(stepping, kl)| *stepping &= kl <= target_kl);
+                stepping.iter_mut().zip(kl).for_each(|(stepping, kl)| *stepping &= kl <= target_kl); // Seeds 3: its own
                 if !stepping.contains(&true) {
                     break;
                 }
@@ -374,9 +374,8 @@ fn main() {
 
         // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
         let mut explained_vars = Vec::new(); // Seeds 4: each seed's own, over its rows of the batch
-        let (b_returns_host, b_values_host) = (to_host(&b_returns), to_host(&b_values));
-        for (returns, values) in b_returns_host.chunks(batch_size).zip(b_values_host.chunks(batch_size)) {
-            let values_host = values.to_vec();
+        let per_seed = |b: &Tensor| to_host(b).chunks(seed_batch).map(<[f32]>::to_vec).collect::<Vec<_>>();
+        for (returns, values_host) in per_seed(&b_returns).into_iter().zip(per_seed(&b_values)) {
             let var_y = var(returns.iter().map(|&y| y as f64));
             let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
             let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
@@ -385,14 +384,12 @@ fn main() {
 
         // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
         // every ratio exactly 1: the tests check)
-        let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean_dim(-1, false, Kind::Float);
+        let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
         // Seeds 3: a stopped seed's values where it stopped, its clip fraction over the minibatches it stepped on
+        let devs = Tensor::stack(&ratio_devs, 0).unflatten(1, [num_seeds, -1]).unbind(1);
+        let clipfracs = |n: &[usize]| n.iter().zip(&devs).map(|(&n, d)| clipfrac(&d.i(..n as i64))).collect::<Vec<_>>();
         let [pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, loss] =
             <[Tensor; 7]>::try_from(logged).expect("an epoch's values");
-        let (devs, stepped_rows) =
-            (Tensor::cat(&ratio_devs, 1), |k: i64| stepped_minibatches[k as usize] * minibatch_size);
-        let clipfracs: Vec<Tensor> =
-            (0..num_seeds).map(|k| clipfrac(&devs.get(k).narrow(0, 0, stepped_rows(k) as i64))).collect();
         let stopped_at: Vec<f64> = optimizer.stopped_at().iter().map(|&at| at as f64).collect();
         // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
         // (Seeds 4: a row per seed, its value of each [seeds] tensor; a seed stopped early: where it stopped)
@@ -406,13 +403,15 @@ fn main() {
             ("losses/entropy", OnDevice(&entropy_loss)),
             ("losses/old_approx_kl", OnDevice(&old_approx_kl)),
             ("losses/approx_kl", OnDevice(&approx_kl)),
-            ("losses/clipfrac", OnDevice(&Tensor::stack(&clipfracs, 0))),
+            ("losses/clipfrac", OnDevice(&Tensor::stack(&clipfracs(&stepped_minibatches), 0))),
             ("losses/explained_variance", OnHostEach(&explained_vars)),
-            ("debug/first_mb_max_ratio_dev", OnDevice(&ratio_devs[0].amax(-1, false))),
-            ("debug/first_mb_clipfrac", OnDevice(&clipfrac(&ratio_devs[0]))),
+            ("debug/first_mb_max_ratio_dev", OnDevice(&ratio_devs[0].view([num_seeds, -1]).amax(-1, false))),
+            ("debug/first_mb_clipfrac", OnDevice(&Tensor::stack(&clipfracs(&vec![1; args.num_seeds]), 0))),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
             ("debug/nonfinite_at_update", OnHostEach(&stopped_at)), // Seeds 5: 0, or the update it stopped at
         ];
+        // Seeds 4: the trace's rollout, seed by seed ([seeds, rows, ...])
+        let [b_obs, b_actions, next_obs] = [&b_obs, &b_actions, &next_obs].map(|t| t.unflatten(0, [num_seeds, -1]));
         trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         log.update(&row, &loss, envs.take_step_seconds(), learning_start);
         log.checkpoint(&optimizer, &[]);
@@ -420,18 +419,20 @@ fn main() {
 
     if args.run.save_model {
         // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
-        let model_path = log.save(&vs, &args.run.exp_name); // Seeds 4: and seed k's weights alone, for ppo's Agent
+        let model_path = log.save(&vs, &args.run.exp_name);
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
         let mut action = [0i64];
-        let eval = |(k, &seed): (usize, &u64)| {
-            play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), seed, |env| {
-                let obs = Tensor::from_slice(&env.obs).view([1, 1, obs_dim]).expand([num_seeds, 1, obs_dim], false);
-                let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs.to_device(device), None));
-                a.get(k as i64).to_device(Device::Cpu).copy_data(&mut action, 1); // Seeds 4: seed k's action
+        // Seeds 4: the model of each seed saved alone too (for ppo's Agent); each seed plays its own games
+        let mut returns = Vec::new();
+        for (k, &seed) in seeds.iter().enumerate() {
+            returns.push(play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), seed, |env| {
+                let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).repeat([num_seeds, 1]).to_device(device);
+                let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs, None));
+                a.i(k as i64).to_device(Device::Cpu).copy_data(&mut action, 1); // seed k's
                 env.step(Action::Discrete(&action));
-            })
-        };
-        log.eval_each(&seeds.iter().enumerate().map(eval).collect::<Vec<_>>());
+            }));
+        }
+        log.eval_each(&returns);
     }
     // Seeds 5: exit code 1 if a seed stopped non-finite, once the others ran to the end and were saved
     log.end();
