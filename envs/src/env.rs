@@ -49,6 +49,11 @@ pub trait Env: Send {
     fn action_space(&self) -> Space;
     fn reset(&mut self, seed: Option<u64>, obs: &mut [Self::Obs]);
     fn step(&mut self, action: Action, obs: &mut [Self::Obs]) -> Step;
+    /// Starts `step(action)` without waiting for it, for an env that runs elsewhere (Gymnasium's, in a Python
+    /// process): the next `step`, with the same action, finishes it. `VecEnv::step` starts every env's step first, so
+    /// that they run at once. The default does nothing (the step happens in `step`); a wrapper that leaves actions
+    /// as they are passes it through (`forward!(..., send_step)`), one that changes them sends what it would step.
+    fn send_step(&mut self, _action: Action) {}
     /// Lives left in the game, for envs that have them (ALE); wrappers pass it through.
     fn lives(&self) -> u32 {
         0
@@ -87,6 +92,9 @@ impl<T: Copy + Default + Send + Sync + 'static> Env for Box<dyn Env<Obs = T>> {
     fn step(&mut self, action: Action, obs: &mut [T]) -> Step {
         (**self).step(action, obs)
     }
+    fn send_step(&mut self, action: Action) {
+        (**self).send_step(action)
+    }
     fn lives(&self) -> u32 {
         (**self).lives()
     }
@@ -103,8 +111,14 @@ impl<T: Copy + Default + Send + Sync + 'static> Env for Box<dyn Env<Obs = T>> {
 
 /// Inside a wrapper's `impl Env`: methods passed to `self.inner` unchanged, e.g.
 /// `forward!(observation_space -> Space, lives -> u32);`, and always `action_mask`, `render` and
-/// `unwrapped`.
+/// `unwrapped`; ending in `; send_step`, also `send_step` (a wrapper that leaves the action as it is).
 macro_rules! forward {
+    ($($method:ident -> $ty:ty),*; send_step) => {
+        forward!($($method -> $ty),*);
+        fn send_step(&mut self, action: Action) {
+            self.inner.send_step(action)
+        }
+    };
     ($($method:ident -> $ty:ty),*) => {
         $(fn $method(&self) -> $ty {
             self.inner.$method()
@@ -137,7 +151,7 @@ impl<E: Env> TimeLimit<E> {
 
 impl<E: Env> Env for TimeLimit<E> {
     type Obs = E::Obs;
-    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32; send_step);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         self.elapsed = 0;
         self.inner.reset(seed, obs)
@@ -167,7 +181,7 @@ impl<E: Env> RecordEpisodeStatistics<E> {
 
 impl<E: Env> Env for RecordEpisodeStatistics<E> {
     type Obs = E::Obs;
-    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32; send_step);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         (self.ret, self.len) = (0.0, 0);
         self.inner.reset(seed, obs)

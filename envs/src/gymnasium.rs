@@ -115,6 +115,8 @@ pub struct Gymnasium {
     buf: Vec<u8>,
     /// the step's command, kept: a step allocates nothing
     command: Vec<u8>,
+    /// a step sent (`send_step`) whose answer `step` reads
+    pending: bool,
 }
 
 /// The set-up's Python: `$PPO_DETAILS_PYTHON`, else the virtual environment scripts/setup made (compiled in).
@@ -183,17 +185,29 @@ impl Gymnasium {
             action_space: act,
             buf: Vec::new(),
             command: Vec::new(),
+            pending: false,
         })
     }
 
-    /// Sends one command and reads the observation into `obs`, then `extra` more bytes; a Python exception (or
-    /// a process that died) ends the run: one line, exit code 2, the logs as they stood.
+    /// Sends one command and reads the observation into `obs`, then `extra` more bytes ([`Gymnasium::receive`]).
     fn call(&mut self, command: &[u8], obs: &mut [f32], extra: usize) -> &[u8] {
-        let (stdin, stdout) = self.pipes.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let sent = stdin.write_all(command).and_then(|()| stdin.flush());
+        self.send(command);
+        self.receive(obs, extra)
+    }
+
+    fn send(&mut self, command: &[u8]) {
+        let (stdin, _) = self.pipes.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if stdin.write_all(command).and_then(|()| stdin.flush()).is_err() {
+            self.die(format!("{}: Gymnasium's process ended (see above)", self.id));
+        }
+    }
+
+    /// Reads the answer to the command sent: the observation into `obs`, then `extra` more bytes; a Python
+    /// exception (or a process that died) ends the run: one line, exit code 2, the logs as they stood.
+    fn receive(&mut self, obs: &mut [f32], extra: usize) -> &[u8] {
+        let (_, stdout) = self.pipes.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut tag = [0u8];
-        let read = sent.and_then(|()| stdout.read_exact(&mut tag));
-        if read.is_err() {
+        if stdout.read_exact(&mut tag).is_err() {
             self.die(format!("{}: Gymnasium's process ended (see above)", self.id));
         }
         if tag[0] == b'e' {
@@ -262,7 +276,8 @@ impl Env for Gymnasium {
         Some((width, height))
     }
 
-    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+    /// The step's command to Gymnasium's process; its answer is read by `step` (all envs' steps run at once).
+    fn send_step(&mut self, action: Action) {
         let mut command = std::mem::take(&mut self.command);
         command.clear();
         command.push(b's');
@@ -270,11 +285,19 @@ impl Env for Gymnasium {
             Action::Discrete(a) => a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes())),
             Action::Continuous(a) => a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes())),
         }
-        let tail = self.call(&command, obs, 10);
-        let reward = f64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
-        let step = Step { reward, terminated: tail[8] != 0, truncated: tail[9] != 0, episode: None };
+        self.send(&command);
         self.command = command;
-        step
+        self.pending = true;
+    }
+
+    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+        if !self.pending {
+            self.send_step(action);
+        }
+        self.pending = false;
+        let tail = self.receive(obs, 10);
+        let reward = f64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
+        Step { reward, terminated: tail[8] != 0, truncated: tail[9] != 0, episode: None }
     }
 }
 

@@ -120,13 +120,18 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
     pub fn step(&mut self, actions: Action) {
         let start = std::time::Instant::now();
         let n = self.envs.len();
-        self.run(|i, env, obs, final_obs, out| {
-            let row = |len: usize| i * len / n..(i + 1) * len / n; // env i's share of the flat actions
-            let action = match actions {
+        // env i's share of the flat actions
+        let row = |i: usize| {
+            let row = |len: usize| i * len / n..(i + 1) * len / n;
+            match actions {
                 Action::Discrete(a) => Action::Discrete(&a[row(a.len())]),
                 Action::Continuous(a) => Action::Continuous(&a[row(a.len())]),
-            };
-            let step = env.step(action, obs);
+            }
+        };
+        // every env's step started first where an env runs elsewhere (Gymnasium's processes step at once)
+        self.envs.iter_mut().enumerate().for_each(|(i, env)| env.send_step(row(i)));
+        self.run(|i, env, obs, final_obs, out| {
+            let step = env.step(row(i), obs);
             *out = Outcome {
                 reward: step.reward as f32,
                 terminated: step.terminated,

@@ -82,7 +82,7 @@ impl<E: Env> RecordVideo<E> {
 
 impl<E: Env> Env for RecordVideo<E> {
     type Obs = E::Obs;
-    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32; send_step);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         self.inner.reset(seed, obs);
         self.gif = None;

@@ -66,6 +66,13 @@ impl<E: Env> Env for ClipAction<E> {
         }
         self.inner.step(Action::Continuous(&self.clipped), obs)
     }
+    fn send_step(&mut self, action: Action) {
+        let Action::Continuous(a) = action else { return self.inner.send_step(action) };
+        for (((c, &a), &lo), &hi) in self.clipped.iter_mut().zip(a).zip(&self.low).zip(&self.high) {
+            *c = a.max(lo).min(hi); // what `step` will step
+        }
+        self.inner.send_step(Action::Continuous(&self.clipped))
+    }
 }
 
 /// A handle on a wrapper's running statistics (`NormalizeObservation`'s or `NormalizeReward`'s),
@@ -134,7 +141,7 @@ impl<E: Env<Obs = f32>> NormalizeObservation<E> {
 
 impl<E: Env<Obs = f32>> Env for NormalizeObservation<E> {
     type Obs = f32;
-    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32; send_step);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
         self.inner.reset(seed, obs);
         self.normalize(obs);
@@ -160,7 +167,7 @@ impl<E: Env, F: Fn(&mut [E::Obs]) + Send> TransformObservation<E, F> {
 
 impl<E: Env, F: Fn(&mut [E::Obs]) + Send> Env for TransformObservation<E, F> {
     type Obs = E::Obs;
-    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32; send_step);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         self.inner.reset(seed, obs);
         (self.f)(obs);
@@ -194,7 +201,7 @@ impl<E: Env> NormalizeReward<E> {
 
 impl<E: Env> Env for NormalizeReward<E> {
     type Obs = E::Obs;
-    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32; send_step);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         self.inner.reset(seed, obs)
     }
@@ -222,7 +229,7 @@ impl<E: Env, F: Fn(f64) -> f64 + Send> TransformReward<E, F> {
 
 impl<E: Env, F: Fn(f64) -> f64 + Send> Env for TransformReward<E, F> {
     type Obs = E::Obs;
-    forward!(observation_space -> Space, action_space -> Space, lives -> u32);
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32; send_step);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
         self.inner.reset(seed, obs)
     }
