@@ -130,7 +130,16 @@ pub enum Network {
 /// (the driver too old for its CUDA, a compute capability it has no kernels for) is named with the
 /// reason; the run goes on on the CPU, or with `--cuda` given on the command line exits with code 2.
 /// An [`Network::Mlp`] put on a GPU by the default (`--cuda` not given) is told the CPU is usually faster.
+/// Where the envs made before it run in Python (Gymnasium's), the line says so too.
 pub fn pick_device(cuda: bool, network: Network) -> (Device, String) {
+    let (device, line) = device_and_why(cuda, network);
+    match envs::gymnasium::in_python() {
+        Some(envs) => (device, format!("{line}; env: {envs}")),
+        None => (device, line),
+    }
+}
+
+fn device_and_why(cuda: bool, network: Network) -> (Device, String) {
     if !cuda {
         return (Device::Cpu, "cpu (--cuda false)".into());
     }

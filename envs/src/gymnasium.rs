@@ -234,10 +234,16 @@ impl Gymnasium {
     }
 }
 
-/// One line, once per process, that the envs run in Python.
+static IN_PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Records, once per process, that its envs run in Python: the device line says so ([`in_python`]).
 fn announce(id: &str, python: &std::path::Path) {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| println!("env: {id} runs in Gymnasium, one Python process per env ({})", python.display()));
+    IN_PYTHON.get_or_init(|| format!("{id} runs in Gymnasium, one Python process per env ({})", python.display()));
+}
+
+/// Where this process's envs run in Python (an env made here by [`Gymnasium::new`]), in words; `None` if none does.
+pub fn in_python() -> Option<&'static str> {
+    IN_PYTHON.get().map(String::as_str)
 }
 
 impl Env for Gymnasium {
