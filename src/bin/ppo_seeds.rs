@@ -1,7 +1,7 @@
 //! # ppo_seeds: `ppo` for N seeds at once, batched in one process (its diff against ppo: `diffs/`)
 //!
 //! CleanRL's `ppo.py` on `tch`: "The 37 Implementation Details of PPO"'s 13 core ones (`// Core N: ...`), Aux 1, 3.
-//! purejaxrl's `jax.vmap(train)` in libtorch: every tensor gains a leading seed dimension (`// Seeds N: ...`).
+//! purejaxrl's `jax.vmap(train)` in libtorch: weights gain a seed dimension, rows go seed by seed (`// Seeds N: ...`).
 //! Run: `cargo run --release --bin ppo_seeds -- --num-seeds 3 --seed 1`; it writes `runs/<run-name>/` (docs/runs.md).
 //! What is not PPO comes from the package's library (`src/lib.rs`), as CleanRL's from torch, tyro and cleanrl_utils.
 
