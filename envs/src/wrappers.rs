@@ -53,6 +53,14 @@ impl<E: Env> ClipAction<E> {
     }
 }
 
+impl<E: Env> ClipAction<E> {
+    fn clip(&mut self, a: &[f32]) {
+        for (((c, &a), &lo), &hi) in self.clipped.iter_mut().zip(a).zip(&self.low).zip(&self.high) {
+            *c = a.max(lo).min(hi); // np.clip
+        }
+    }
+}
+
 impl<E: Env> Env for ClipAction<E> {
     type Obs = E::Obs;
     forward!(observation_space -> Space, action_space -> Space, lives -> u32);
@@ -61,16 +69,12 @@ impl<E: Env> Env for ClipAction<E> {
     }
     fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
         let Action::Continuous(a) = action else { return self.inner.step(action, obs) };
-        for (((c, &a), &lo), &hi) in self.clipped.iter_mut().zip(a).zip(&self.low).zip(&self.high) {
-            *c = a.max(lo).min(hi); // np.clip
-        }
+        self.clip(a);
         self.inner.step(Action::Continuous(&self.clipped), obs)
     }
     fn send_step(&mut self, action: Action) {
         let Action::Continuous(a) = action else { return self.inner.send_step(action) };
-        for (((c, &a), &lo), &hi) in self.clipped.iter_mut().zip(a).zip(&self.low).zip(&self.high) {
-            *c = a.max(lo).min(hi); // what `step` will step
-        }
+        self.clip(a); // what `step` will step
         self.inner.send_step(Action::Continuous(&self.clipped))
     }
 }
