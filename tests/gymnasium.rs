@@ -99,8 +99,37 @@ fn what_cannot_run_is_one_line_exit_2() {
     );
     common::assert_bad_input(
         env!("CARGO_BIN_EXE_ppo_atari"),
-        &[(&["--env-id", "gymnasium:CartPole-v1"], &[], "ppo_atari runs no Gymnasium env")],
+        &[
+            (&["--env-id", "gymnasium:CartPole-v1"], &[], "ppo_atari reads RGB images, a Box of uint8"),
+            (&["--env-id", "CarRacing-v2"], &[], "Box(3,) actions; ppo_atari needs 4x84x84, Discrete"),
+        ],
     );
+    common::assert_bad_input(
+        env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"),
+        &[(&["--env-id", "gymnasium:CartPole-v1"], &[], "ppo_multidiscrete_mask runs no Gymnasium env")],
+    );
+}
+
+/// ppo_atari (and ppo_atari_multigpu, alone) on a Gymnasium image env: ALE/Breakout-v5 is not one of the native v4
+/// ids, so Gymnasium's (ale-py registers it): CleanRL's wrappers around its RGB frames (its lives for EpisodicLife,
+/// FIRE for FireReset), the Nature CNN on the 4x84x84 stack; two updates, ratio == 1, small KL, episodes logged,
+/// the run in `runs/ALE/` (the id's namespace a folder, as CleanRL's SummaryWriter makes it).
+#[test]
+fn ppo_atari_trains_on_a_gymnasium_image_env() {
+    let runs = [
+        (env!("CARGO_BIN_EXE_ppo_atari"), "--num-envs"),
+        (env!("CARGO_BIN_EXE_ppo_atari_multigpu"), "--local-num-envs"),
+    ];
+    for (bin, envs) in runs {
+        let r = run(bin, &["--env-id", "ALE/Breakout-v5", envs, "4", "--total-timesteps", "1024"]);
+        let updates = r.assert_ok().csv("updates.csv");
+        let columns = ["debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl"];
+        assert_ratio_one_and_small_kl(&updates, columns[0], columns[1], columns[2], 2);
+        let stdout = String::from_utf8_lossy(&r.output.stdout);
+        assert!(stdout.contains("device: cpu (--cuda false); env: ALE/Breakout-v5 runs in Gymnasium"), "{stdout}");
+        assert!(r.dir().parent().is_some_and(|p| p.ends_with("runs/ALE")), "{}", r.dir().display());
+        assert!(!r.csv("episodes.csv").col("charts/episodic_return").is_empty(), "{bin}: no episode ended");
+    }
 }
 
 /// Every other binary that runs Gymnasium's envs, on one of them for a few updates: ratio == 1 at every update's

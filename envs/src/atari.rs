@@ -230,6 +230,47 @@ impl Env for AtariEnv {
     }
 }
 
+/// The game the Atari binaries play: native ALE for a `<Game>NoFrameskip-v4` id, else Gymnasium's env for the id
+/// (or for any id as `gymnasium:<id>`, e.g. `ALE/Breakout-v5` or `gymnasium:BreakoutNoFrameskip-v4`), its RGB
+/// image observations as they are, its lives and FIRE as ALE's, in a Python process ([`crate::gymnasium`]).
+pub struct Game {
+    inner: Box<dyn Env<Obs = u8>>,
+    has_fire: bool,
+}
+
+impl Game {
+    pub fn new(env_id: &str) -> Result<Game, EnvError> {
+        use crate::gymnasium::{Gymnasium, PREFIX};
+        if rom_name(env_id).is_some() {
+            let env = AtariEnv::new(env_id)?;
+            return Ok(Game { has_fire: env.has_fire(), inner: Box::new(env) });
+        }
+        // `gymnasium:<id>`, or an id ALE's v4 games do not name: Gymnasium's, through the set-up's Python
+        let env = match env_id.strip_prefix(PREFIX) {
+            Some(id) => Gymnasium::<u8>::new(id)?,
+            None => Gymnasium::<u8>::new(env_id)
+                .map_err(|e| EnvError(format!("{}; as Gymnasium's: {e}", EnvError::unknown(env_id))))?,
+        };
+        Ok(Game { has_fire: env.has_fire(), inner: Box::new(env) })
+    }
+
+    /// Whether FIRE is one of the game's actions (CleanRL adds FireReset only then).
+    pub fn has_fire(&self) -> bool {
+        self.has_fire
+    }
+}
+
+impl Env for Game {
+    type Obs = u8;
+    forward!(observation_space -> Space, action_space -> Space, lives -> u32; send_step);
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
+        self.inner.reset(seed, obs)
+    }
+    fn step(&mut self, action: Action, obs: &mut [u8]) -> Step {
+        self.inner.step(action, obs)
+    }
+}
+
 /// Atari 1: NoopResetEnv: after a reset, play NOOP (action 0) a random 1..=noop_max times.
 pub struct NoopReset<E> {
     inner: E,

@@ -4,6 +4,8 @@
 //! links libpython. Observations are flattened as gymnasium's `FlattenObservation` flattens a `Box`, `Discrete`
 //! or `MultiDiscrete` observation (a `Discrete` one one-hot); actions are `Discrete`, `MultiDiscrete` or a `Box`.
 //! MiniGrid's and BabyAI's ids (the `minigrid` package) get its `ImgObsWrapper`: the agent's 7x7x3 view, flattened.
+//! An env read as images (`Gymnasium<u8>`, the Atari binaries' CNN) keeps its observation as it is, RGB bytes
+//! (height, width, 3), and says its lives (ALE's `info["lives"]`) and whether FIRE is one of its actions.
 
 use crate::{Action, Env, EnvError, Space, Step};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -12,8 +14,10 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 /// What a Gymnasium id is prefixed with to run in Gymnasium where envs also implements it.
 pub const PREFIX: &str = "gymnasium:";
 
-/// The worker: reads a command (`r` and a seed, or `s` and an action) from stdin, writes the observation (and
-/// after `s` the reward and the two flags) to stdout; its first line is the spaces as JSON, or an error.
+/// The worker (its arguments: the id, "flat" or "images", the binary's name): reads a command from stdin (`r` and a
+/// seed; `s` and an action, or `q` for a step whose observation is dropped; `v`, a frame for the video), writes the
+/// observation (none after `q`), after a step the reward and the two flags, and last the lives (ALE's
+/// `info["lives"]`, else 0) to stdout; its first line is the spaces as JSON, or an error.
 const WORKER: &str = r#"
 import json, os, struct, sys, warnings
 # the pipe is the protocol's alone: what the env's packages print goes to stderr; pygame's greeting and the
@@ -28,10 +32,16 @@ try:
     from gymnasium import spaces
 except Exception as e:
     fail(f"Python cannot import gymnasium ({type(e).__name__}: {e}): run scripts/setup")
-env_id = sys.argv[1]
+env_id, images = sys.argv[1], sys.argv[2] == "images"
 try:
     if env_id.startswith(("MiniGrid-", "BabyAI-")):
         import minigrid  # registers its ids
+    elif env_id not in gym.registry:
+        try:
+            import ale_py  # registers ALE's ids (ALE/<Game>-v5, <Game>NoFrameskip-v4, ...)
+            ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # not ALE's banner from every env's process
+        except ImportError:
+            pass
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -62,13 +72,24 @@ def describe(space, what):
          " (wrap it, e.g. with gymnasium.wrappers.FlattenObservation)")
 obs_space, act_space = env.observation_space, env.action_space
 described = {"obs": describe(obs_space, "observation"), "act": describe(act_space, "action")}
-flat = lambda obs: np.asarray(spaces.flatten(obs_space, obs), dtype=np.float32).ravel()
+if images:
+    # read as images: RGB bytes as they are (the binary resizes and grays them, as for ALE's screens)
+    if not (isinstance(obs_space, spaces.Box) and obs_space.dtype == np.uint8 and len(obs_space.shape) == 3
+            and obs_space.shape[2] == 3):
+        fail(f"{env_id}'s observation space is {obs_space}: {sys.argv[3]} reads RGB images, a Box of uint8"
+             " (height, width, 3) (a flat observation: ppo or ppo_continuous)")
+    flat = lambda obs: np.ascontiguousarray(obs, dtype=np.uint8)
+    meanings = getattr(env.unwrapped, "get_action_meanings", lambda: [])
+    described["fire"] = "FIRE" in meanings()
+else:
+    flat = lambda obs: np.asarray(spaces.flatten(obs_space, obs), dtype=np.float32).ravel()
 dim = flat(obs_space.sample()).size
 described["obs_dim"] = int(dim)
 out.write(json.dumps(described) + "\n"); out.flush()
 stdin, stdout = sys.stdin.buffer, out.buffer
 act = described["act"]
 was_reset = False
+lives = lambda info: int(info.get("lives", 0)) if isinstance(info, dict) else 0  # ALE's; 0 for other envs
 while True:
     op = stdin.read(1)
     if not op:
@@ -76,9 +97,9 @@ while True:
     try:
         if op == b"r":
             (seed,) = struct.unpack("<q", stdin.read(8))
-            obs, _ = env.reset(seed=None if seed < 0 else seed)
+            obs, info = env.reset(seed=None if seed < 0 else seed)
             was_reset = True
-            stdout.write(b"o" + flat(obs).tobytes())
+            stdout.write(b"o" + flat(obs).tobytes() + struct.pack("<q", lives(info)))
         elif op == b"v":
             if env.render_mode != "rgb_array":
                 stdout.write(b"n")
@@ -94,9 +115,10 @@ while True:
                 a = np.frombuffer(stdin.read(8 * len(act["multi"])), dtype="<i8").astype(act_space.dtype)
             else:
                 a = np.frombuffer(stdin.read(4 * int(np.prod(act["box"][0]))), dtype="<f4").reshape(act["box"][0])
-            obs, reward, terminated, truncated, _ = env.step(a)
-            tail = struct.pack("<d??", float(reward), bool(terminated), bool(truncated))
-            stdout.write(b"o" + flat(obs).tobytes() + tail)
+            obs, reward, terminated, truncated, info = env.step(a)
+            tail = struct.pack("<d??q", float(reward), bool(terminated), bool(truncated), lives(info))
+            # 'q': a step whose observation the binary drops (a frame MaxAndSkip skips), not sent
+            stdout.write(b"o" + (b"" if op == b"q" else flat(obs).tobytes()) + tail)
     except Exception as e:
         where = dict(r="reset", v="render").get(op.decode(), "step")
         msg = f"{env_id} raised in {where}: {type(e).__name__}: {e}".encode()
@@ -104,8 +126,34 @@ while True:
     stdout.flush()
 "#;
 
-/// One Gymnasium env in its Python process.
-pub struct Gymnasium {
+/// What a Gymnasium env's observations are read as: `f32`, flattened (`FlattenObservation`), or `u8`, RGB images
+/// as they are (the Atari binaries' CNN).
+pub trait Observation: Copy + Default + Send + Sync + 'static {
+    /// the worker's reading: "flat" or "images"
+    const READ_AS: &'static str;
+    /// one value's bytes on the pipe (little-endian)
+    const BYTES: usize;
+    fn from_le(bytes: &[u8]) -> Self;
+}
+
+impl Observation for f32 {
+    const READ_AS: &'static str = "flat";
+    const BYTES: usize = 4;
+    fn from_le(bytes: &[u8]) -> f32 {
+        f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+    }
+}
+
+impl Observation for u8 {
+    const READ_AS: &'static str = "images";
+    const BYTES: usize = 1;
+    fn from_le(bytes: &[u8]) -> u8 {
+        bytes[0]
+    }
+}
+
+/// One Gymnasium env in its Python process, its observations read as `O`.
+pub struct Gymnasium<O: Observation = f32> {
     id: String,
     child: Child,
     /// the pipes, behind a lock for `render` (which gets `&self`; a step, `&mut self`, takes them without locking)
@@ -117,6 +165,14 @@ pub struct Gymnasium {
     command: Vec<u8>,
     /// a step sent (`send_step`) whose answer `step` reads
     pending: bool,
+    /// the observation's values, and whether the answer awaited carries them (a step's may not: `step`)
+    obs_len: usize,
+    answer_has_obs: bool,
+    /// the lives left after the last step (`info["lives"]`, ALE's; 0 for an env without)
+    lives: u32,
+    /// whether FIRE is one of the actions (an env read as images says; CleanRL's FireResetEnv asks)
+    has_fire: bool,
+    read_as: std::marker::PhantomData<O>,
 }
 
 /// The set-up's Python: `$PPO_DETAILS_PYTHON`, else the virtual environment scripts/setup made (compiled in).
@@ -126,13 +182,15 @@ fn python() -> std::path::PathBuf {
         .unwrap_or_else(|| std::path::Path::new(env!("PPO_DETAILS_DEFAULT_VENV")).join("bin").join("python"))
 }
 
-impl Gymnasium {
+impl<O: Observation> Gymnasium<O> {
     /// `gymnasium.make(id)` in a new Python process; the error is one line (an id Gymnasium does not know, a
     /// package it needs, a space no binary reads, no Python).
-    pub fn new(id: &str) -> Result<Gymnasium, EnvError> {
+    pub fn new(id: &str) -> Result<Gymnasium<O>, EnvError> {
         let python = python();
+        // the binary, for the worker's refusal of a space it cannot read
+        let bin = std::env::current_exe().ok().and_then(|p| Some(p.file_stem()?.to_string_lossy().into_owned()));
         let mut child = Command::new(&python)
-            .args(["-c", WORKER, id])
+            .args(["-c", WORKER, id, O::READ_AS, bin.as_deref().unwrap_or("this binary")])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -171,8 +229,9 @@ impl Gymnasium {
         let garbled = || EnvError(format!("{id}: Gymnasium's process described its spaces as {line}"));
         let (act, obs_dim) = (space(&described["act"]).ok_or_else(garbled)?, described["obs_dim"].as_u64());
         let obs_dim = obs_dim.ok_or_else(garbled)? as usize;
-        // the flattened observation: a Box's bounds as they are, a one-hot's in [0, 1]
+        // the flattened observation: a Box's bounds as they are, a one-hot's in [0, 1]; images as they are
         let observation_space = match space(&described["obs"]).ok_or_else(garbled)? {
+            image @ Space::Box { .. } if O::READ_AS == "images" => image,
             Space::Box { low, high, .. } if low.len() == obs_dim => Space::bounded_box(low, high),
             _ => Space::bounded_box(vec![0.0; obs_dim], vec![1.0; obs_dim]),
         };
@@ -186,11 +245,21 @@ impl Gymnasium {
             buf: Vec::new(),
             command: Vec::new(),
             pending: false,
+            obs_len: obs_dim,
+            answer_has_obs: true,
+            lives: 0,
+            has_fire: described["fire"] == true,
+            read_as: std::marker::PhantomData,
         })
     }
 
+    /// Whether FIRE is one of the env's actions (`get_action_meanings()`, ALE's; an env read as images only).
+    pub fn has_fire(&self) -> bool {
+        self.has_fire
+    }
+
     /// Sends one command and reads the observation into `obs`, then `extra` more bytes ([`Gymnasium::receive`]).
-    fn call(&mut self, command: &[u8], obs: &mut [f32], extra: usize) -> &[u8] {
+    fn call(&mut self, command: &[u8], obs: &mut [O], extra: usize) -> &[u8] {
         self.send(command);
         self.receive(obs, extra)
     }
@@ -204,7 +273,7 @@ impl Gymnasium {
 
     /// Reads the answer to the command sent: the observation into `obs`, then `extra` more bytes; a Python
     /// exception (or a process that died) ends the run: one line, exit code 2, the logs as they stood.
-    fn receive(&mut self, obs: &mut [f32], extra: usize) -> &[u8] {
+    fn receive(&mut self, obs: &mut [O], extra: usize) -> &[u8] {
         let (_, stdout) = self.pipes.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut tag = [0u8];
         if stdout.read_exact(&mut tag).is_err() {
@@ -217,14 +286,16 @@ impl Gymnasium {
             let _ = stdout.read_exact(&mut msg);
             self.die(String::from_utf8_lossy(&msg).into_owned());
         }
-        self.buf.resize(4 * obs.len() + extra, 0);
+        let obs_bytes = if self.answer_has_obs { O::BYTES * self.obs_len } else { 0 };
+        self.buf.resize(obs_bytes + extra, 0);
         if stdout.read_exact(&mut self.buf).is_err() {
             self.die(format!("{}: Gymnasium's process ended mid-answer", self.id));
         }
-        for (o, b) in obs.iter_mut().zip(self.buf.chunks_exact(4)) {
-            *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        // an empty `obs`: the caller drops the observation
+        for (o, b) in obs.iter_mut().zip(self.buf[..obs_bytes].chunks_exact(O::BYTES)) {
+            *o = O::from_le(b);
         }
-        &self.buf[4 * obs.len()..]
+        &self.buf[obs_bytes..]
     }
 
     fn die(&mut self, msg: String) -> ! {
@@ -246,8 +317,8 @@ pub fn in_python() -> Option<&'static str> {
     IN_PYTHON.get().map(String::as_str)
 }
 
-impl Env for Gymnasium {
-    type Obs = f32;
+impl<O: Observation> Env for Gymnasium<O> {
+    type Obs = O;
 
     fn observation_space(&self) -> Space {
         self.observation_space.clone()
@@ -257,10 +328,16 @@ impl Env for Gymnasium {
         self.action_space.clone()
     }
 
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+    fn reset(&mut self, seed: Option<u64>, obs: &mut [O]) {
         let seed = seed.map_or(-1, |s| s.min(i64::MAX as u64) as i64);
         let command = [&b"r"[..], &seed.to_le_bytes()].concat();
-        self.call(&command, obs, 0);
+        self.answer_has_obs = true;
+        let tail = self.call(&command, obs, 8);
+        self.lives = lives(tail);
+    }
+
+    fn lives(&self) -> u32 {
+        self.lives
     }
 
     /// gymnasium's `render()` of an env made with `render_mode="rgb_array"` (`None` for one that draws nothing)
@@ -284,9 +361,28 @@ impl Env for Gymnasium {
 
     /// The step's command to Gymnasium's process; its answer is read by `step` (all envs' steps run at once).
     fn send_step(&mut self, action: Action) {
+        self.start_step(action, true);
+    }
+
+    fn step(&mut self, action: Action, obs: &mut [O]) -> Step {
+        if !self.pending {
+            self.start_step(action, !obs.is_empty());
+        }
+        self.pending = false;
+        let tail = self.receive(obs, 18);
+        let reward = f64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
+        let (terminated, truncated) = (tail[8] != 0, tail[9] != 0);
+        self.lives = lives(&tail[10..]);
+        Step { reward, terminated, truncated, episode: None }
+    }
+}
+
+impl<O: Observation> Gymnasium<O> {
+    /// Sends the step's command: 's', or 'q' for a step whose observation the caller drops (not sent).
+    fn start_step(&mut self, action: Action, with_obs: bool) {
         let mut command = std::mem::take(&mut self.command);
         command.clear();
-        command.push(b's');
+        command.push(if with_obs { b's' } else { b'q' });
         match action {
             Action::Discrete(a) => a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes())),
             Action::Continuous(a) => a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes())),
@@ -294,20 +390,16 @@ impl Env for Gymnasium {
         self.send(&command);
         self.command = command;
         self.pending = true;
-    }
-
-    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
-        if !self.pending {
-            self.send_step(action);
-        }
-        self.pending = false;
-        let tail = self.receive(obs, 10);
-        let reward = f64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
-        Step { reward, terminated: tail[8] != 0, truncated: tail[9] != 0, episode: None }
+        self.answer_has_obs = with_obs;
     }
 }
 
-impl Drop for Gymnasium {
+/// The lives an answer ends with (an i64), as `Env::lives` says them.
+fn lives(tail: &[u8]) -> u32 {
+    i64::from_le_bytes(tail[..8].try_into().expect("8 bytes")).clamp(0, u32::MAX as i64) as u32
+}
+
+impl<O: Observation> Drop for Gymnasium<O> {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -99,10 +99,10 @@ fn no_velocity(indices: &'static [usize]) -> impl Fn(&mut [f32]) + Send {
 /// no time limit (their episodes end after 5 control steps); `ressim::make` gives other levels.
 pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
     let env: Box<dyn Env<Obs = f32>> = match id.strip_prefix(gymnasium::PREFIX) {
-        Some(id) => Box::new(gymnasium::Gymnasium::new(id)?),
+        Some(id) => Box::new(gymnasium::Gymnasium::<f32>::new(id)?),
         None => match make_env(id) {
             // an id envs does not implement: Gymnasium's, through the set-up's Python
-            Err(unknown) if unknown == EnvError::unknown(id) => match gymnasium::Gymnasium::new(id) {
+            Err(unknown) if unknown == EnvError::unknown(id) => match gymnasium::Gymnasium::<f32>::new(id) {
                 Ok(env) => Box::new(env),
                 Err(e) => return Err(EnvError(format!("{unknown}; as Gymnasium's: {e}"))),
             },

@@ -115,3 +115,84 @@ fn minigrid_reads_its_image_view() {
     assert_eq!(first, again);
     assert!(first.iter().all(|&x| x.fract() == 0.0 && (0.0..=10.0).contains(&x)), "{first:?}");
 }
+
+/// Gymnasium in Python for an image env: `gym.make(id)` (ale_py imported: it registers ALE's ids), reset with
+/// `seed`, then each action; per step a digest of the RGB frame (its byte sum and a position-weighted sum), the
+/// reward, the flags and ALE's lives, as JSON.
+const REPLAY_IMAGES: &str = r#"
+import json, sys
+import numpy as np
+import gymnasium as gym
+import ale_py
+env_id, seed, actions = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+env = gym.make(env_id)
+weights = None
+def digest(obs):
+    global weights
+    flat = np.asarray(obs, dtype=np.uint8).ravel().astype(np.int64)
+    if weights is None:
+        weights = np.arange(flat.size, dtype=np.int64) % 1009 + 1
+    return [list(np.asarray(obs).shape), int(flat.sum()), int((flat * weights).sum())]
+obs, info = env.reset(seed=seed)
+out = [[digest(obs), info["lives"]]]
+for a in actions:
+    obs, r, term, trunc, info = env.step(a)
+    out.append([digest(obs), float(r), bool(term), bool(trunc), info["lives"]])
+    if term or trunc:
+        break
+print(json.dumps(out))
+"#;
+
+/// A frame's digest as the replay computes it.
+fn digest(shape: &[usize], frame: &[u8]) -> serde_json::Value {
+    let weighted: i64 = frame.iter().enumerate().map(|(i, &b)| b as i64 * ((i % 1009) as i64 + 1)).sum();
+    serde_json::json!([shape, frame.iter().map(|&b| b as i64).sum::<i64>(), weighted])
+}
+
+/// An image env read as images (`Gymnasium<u8>`, ppo_atari's `atari::Game` for an id ALE's v4 games do not name):
+/// ALE/Breakout-v5 through the pipes is Gymnasium's, frame for frame (RGB 210x160x3 as it is), with its rewards,
+/// flags and lives (`Env::lives`, for EpisodicLife) and FIRE among its actions (for FireReset); a step whose
+/// observation the caller drops (an empty buffer, as MaxAndSkip's skipped frames) is the same step.
+#[test]
+fn an_image_env_is_gymnasiums_frame_for_frame() {
+    let mut env = envs::atari::Game::new("ALE/Breakout-v5").expect("ale-py (scripts/setup installs it)");
+    assert!(env.has_fire());
+    let Space::Box { shape, .. } = env.observation_space() else { panic!("{}", env.observation_space()) };
+    assert_eq!(shape, [210, 160, 3]);
+    assert_eq!(env.action_space(), Space::Discrete(4));
+    let actions: Vec<i64> = (0..400).map(|t| [1, 2, 2, 3, 0, 3][t % 6]).collect();
+    let out = std::process::Command::new("../.venv/bin/python")
+        .args(["-c", REPLAY_IMAGES, "ALE/Breakout-v5", "5", &serde_json::to_string(&actions).expect("json")])
+        .output()
+        .expect("the set-up's Python (scripts/setup links .venv)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // the last line: ALE and pygame may greet on stdout before it
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let theirs: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("JSON");
+    let mut frame = vec![0u8; 210 * 160 * 3];
+    env.reset(Some(5), &mut frame);
+    assert_eq!(serde_json::json!([digest(&shape, &frame), env.lives()]), theirs[0]);
+    let (mut rewards, mut dropped) = (0.0, 0);
+    for (t, &a) in actions.iter().enumerate() {
+        let Some(row) = theirs.get(t + 1) else { break };
+        // every third step's frame dropped: the next compared frame is still Gymnasium's
+        let step = if t % 3 == 1 {
+            dropped += 1;
+            env.step(Action::Discrete(&[a]), &mut [])
+        } else {
+            env.step(Action::Discrete(&[a]), &mut frame)
+        };
+        rewards += step.reward;
+        let ours = (step.reward, step.terminated, step.truncated, env.lives());
+        let want =
+            (row[1].as_f64().expect("r"), row[2] == true, row[3] == true, row[4].as_u64().expect("lives") as u32);
+        assert_eq!(ours, want, "step {t}");
+        if t % 3 != 1 {
+            assert_eq!(digest(&shape, &frame), row[0], "step {t}");
+        }
+    }
+    // the game ends (its 5 lives lost, after a brick hit) within the actions: every life's step compared
+    let last = &theirs[theirs.as_array().expect("rows").len() - 1];
+    assert!(last[2] == true && last[4] == 0, "{last}");
+    assert!(dropped > 50 && rewards > 0.0, "{dropped} dropped frames, rewards {rewards}");
+}

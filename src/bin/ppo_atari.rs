@@ -21,7 +21,7 @@ struct Args {
     /// record env 0's games, every frame, on CleanRL's schedule, as GIFs in videos/<run-name>/
     #[arg(long, default_value_t = false)]
     capture_video: bool,
-    /// the id of the environment (<Game>NoFrameskip-v4: BreakoutNoFrameskip-v4, PongNoFrameskip-v4, ...)
+    /// the id of the environment (<Game>NoFrameskip-v4: BreakoutNoFrameskip-v4, ...; or Gymnasium's, RGB: ALE/Pong-v5)
     #[arg(long, default_value = "BreakoutNoFrameskip-v4")]
     env_id: String,
     /// total timesteps of the experiment
@@ -81,9 +81,9 @@ struct Args {
 // whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
 ppo_details::experiment!(Args, all_cores);
 
-/// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
+/// CleanRL's `make_env`: the game (native ALE, else Gymnasium's), wrapped as CleanRL wraps it (innermost first).
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = u8>>, envs::EnvError> {
-    let env = AtariEnv::new(env_id)?;
+    let env = Game::new(env_id)?;
     let has_fire = env.has_fire();
     let env = RecordEpisodeStatistics::new(RecordVideo::new(env, video_dir)?); // innermost: raw game scores
     let env = NoopReset::new(env, 30); // Atari 1: NoopResetEnv

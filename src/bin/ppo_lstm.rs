@@ -90,11 +90,11 @@ fn check_args(a: &Args) -> Result<(), String> {
     envs.is_multiple_of(n).then_some(()).ok_or(err)
 }
 
-/// CleanRL's `make_env`: the game through native ALE, wrapped as CleanRL wraps it (innermost first).
+/// CleanRL's `make_env`: the game (native ALE, else Gymnasium's), wrapped as CleanRL wraps it (innermost first).
 /// Its pixels as f32; a 1-D env (not in CleanRL) as `ppo.rs` makes it.
 fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<dyn Env<Obs = f32>>, envs::EnvError> {
     let Some(_) = rom_name(env_id) else { return Ok(Box::new(RecordEpisodeStatistics::new(envs::make(env_id)?))) };
-    let env = AtariEnv::new(env_id)?;
+    let env = Game::new(env_id)?;
     let has_fire = env.has_fire();
     let env = RecordEpisodeStatistics::new(RecordVideo::new(env, video_dir)?); // innermost: raw game scores
     let env = NoopReset::new(env, 30); // Atari 1: NoopResetEnv

@@ -349,6 +349,8 @@ fn new_run_dir(run_name: &str) -> std::io::Result<std::path::PathBuf> {
     for suffix in 1.. {
         let name = if suffix == 1 { run_name.to_string() } else { format!("{run_name}-{suffix}") };
         let dir = std::path::Path::new("runs").join(name);
+        // a namespaced id's run (`ALE/Breakout-v5__...`) in its namespace's folder, as CleanRL's SummaryWriter puts it
+        std::fs::create_dir_all(dir.parent().unwrap_or(std::path::Path::new("runs")))?;
         match std::fs::create_dir(&dir) {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             created => return created.map(|()| dir),

@@ -40,14 +40,19 @@ pub struct Run {
 }
 
 impl Run {
-    /// The single `runs/<run-name>/` directory the binary made.
+    /// The single `runs/<run-name>/` directory the binary made (`runs/ALE/<run-name>/` for a namespaced id's).
     pub fn dir(&self) -> PathBuf {
-        let runs: Vec<PathBuf> = std::fs::read_dir(self.workdir.path().join("runs"))
-            .expect("runs/ exists")
-            .map(|e| e.expect("dir entry").path())
-            .collect();
-        assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
-        runs.into_iter().next().unwrap()
+        let mut dir = self.workdir.path().join("runs");
+        loop {
+            let runs: Vec<PathBuf> =
+                std::fs::read_dir(&dir).expect("runs/ exists").map(|e| e.expect("dir entry").path()).collect();
+            assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
+            dir = runs.into_iter().next().unwrap();
+            // a run's name has `__` between its parts; a namespace's folder (ALE) does not
+            if dir.file_name().is_some_and(|name| name.to_string_lossy().contains("__")) {
+                return dir;
+            }
+        }
     }
 
     pub fn csv(&self, name: &str) -> Table {
