@@ -213,6 +213,15 @@ fn command<A: Experiment>() -> clap::Command {
     let command = A::command().args_override_self(true).allow_negative_numbers(true).mut_args(optional_value);
     let default = |value: String| move |arg: clap::Arg| arg.required(false).default_value(value);
     let command = command.mut_arg("exp_name", default(A::NAME.into()));
+    // how an id the package does not implement runs, where it does (docs/your-env.md)
+    let gymnasium = "; an id not implemented here runs in Gymnasium's own Python (gymnasium:<id> forces it)";
+    let command = match envs::runs_gymnasium(A::NAME) {
+        true => command.mut_arg("env_id", |arg| {
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            arg.help(format!("{help}{gymnasium}"))
+        }),
+        false => command,
+    };
     let command = command.mut_arg("torch_threads", default(A::threads().0.to_string()));
     let command = command.mut_arg("env_threads", default(A::threads().1.to_string()));
     // CleanRL's spellings a pasted command line may hold, named in --help (what each does: docs/ppo.md)

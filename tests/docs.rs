@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 /// Scripts that run for minutes or hours: a command that starts with one of these (`--help` aside) is checked by
 /// the script's parser, not run.
 const LONG_SCRIPTS: &[&str] =
-    &["scripts/bench_", "scripts/kernel-paths", "scripts/earlier-runs", "scripts/study_cartpole"];
+    &["scripts/bench_", "scripts/kernel-paths", "scripts/earlier-runs", "scripts/study_cartpole", "scripts/curve_"];
 
 /// Commands the suite does not run, each shown as is or as the start of what is shown: (command, why).
 const NOT_RUN: &[(&str, &str)] = &[

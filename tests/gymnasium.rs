@@ -66,6 +66,21 @@ fn a_gymnasium_env_is_gymnasiums_step_for_step() {
     assert!(stdout.contains("128 steps of 4 envs"), "{stdout}");
 }
 
+/// `--help` says, in the binaries that run Gymnasium's envs, how an id runs there (the `gymnasium:` prefix).
+#[test]
+fn help_says_how_an_id_runs_in_gymnasium() {
+    let says = "an id not implemented here runs in Gymnasium's own Python (gymnasium:<id> forces it)";
+    for (bin, runs) in [
+        (PPO, true),
+        (env!("CARGO_BIN_EXE_ppo_continuous"), true),
+        (env!("CARGO_BIN_EXE_ppo_atari"), true),
+        (env!("CARGO_BIN_EXE_ppo_multilevel"), false),
+    ] {
+        let out = std::process::Command::new(bin).arg("--help").output().expect("the binary starts");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).contains(says), runs, "{bin}");
+    }
+}
+
 /// `ppo` on Gymnasium's CartPole: ratio == 1 at every update's first minibatch, and it learns as on the native one
 /// (the mean of the last 20 episodes above 100 within 60k steps, as tests/ppo_seeds.rs asks of `ppo`'s seeds).
 #[test]

@@ -42,16 +42,22 @@ try:
             ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # not ALE's banner from every env's process
         except ImportError:
             pass
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            env = gym.make(env_id, render_mode="rgb_array")  # frames for --capture-video, drawn only when asked
-        except TypeError:
-            env = gym.make(env_id)  # an env that draws nothing
-    if env_id.startswith(("MiniGrid-", "BabyAI-")):
-        # MiniGrid's observation is a Dict with the mission's text: its own ImgObsWrapper keeps the agent's 7x7x3
-        # view (as miniDRL trains on it), flattened below
-        env = minigrid.wrappers.ImgObsWrapper(env)
+    def make(drawn):
+        """gymnasium.make(id); drawn: with render_mode="rgb_array" (--capture-video's env), not otherwise, as
+        CleanRL makes its envs: an env may cost more when it is to be drawn (LunarLander makes its flames' particles
+        then, each a Box2D body: 4x slower steps)"""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                env = gym.make(env_id, render_mode="rgb_array") if drawn else gym.make(env_id)
+            except TypeError:
+                env = gym.make(env_id)  # an env that draws nothing
+        if env_id.startswith(("MiniGrid-", "BabyAI-")):
+            # MiniGrid's observation is a Dict with the mission's text: its own ImgObsWrapper keeps the agent's
+            # 7x7x3 view (as miniDRL trains on it), flattened below
+            env = minigrid.wrappers.ImgObsWrapper(env)
+        return env
+    env = make(drawn=False)
 except gym.error.DependencyNotInstalled as e:
     fail(f"gymnasium.make('{env_id}') needs a package Python does not have ({e})")
 except ModuleNotFoundError as e:
@@ -101,6 +107,8 @@ while True:
             was_reset = True
             stdout.write(b"o" + flat(obs).tobytes() + struct.pack("<q", lives(info)))
         elif op == b"v":
+            if env.render_mode != "rgb_array" and not was_reset:
+                env = make(drawn=True)  # RecordVideo asks before the first reset: the env is made again, drawn
             if env.render_mode != "rgb_array":
                 stdout.write(b"n")
             else:

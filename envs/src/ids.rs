@@ -92,6 +92,11 @@ pub(crate) fn all() -> String {
     describe(&FAMILIES)
 }
 
+/// Whether binary `bin` (`env!("CARGO_BIN_NAME")`) runs Gymnasium's envs (its `--help` says how).
+pub fn runs_gymnasium(bin: &str) -> bool {
+    GYMNASIUM.contains(&bin)
+}
+
 /// Whether binary `bin` (`env!("CARGO_BIN_NAME")`) runs env `id`; if not, a one-line error
 /// that lists the ids `bin` runs and, for an id another binary runs, names that binary. A binary with no row
 /// in the table of binaries (your own copy of one, docs/your-env.md) is not checked here: its `make_env`

@@ -25,7 +25,7 @@ mod wrappers;
 pub use check::check_env;
 pub use classic::{Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum};
 pub use env::{Action, Env, Episode, RecordEpisodeStatistics, Step, TimeLimit};
-pub use ids::check_id;
+pub use ids::{check_id, runs_gymnasium};
 pub use spaces::Space;
 pub use vector::{FinishedEpisode, VecEnv};
 pub use video::RecordVideo;
