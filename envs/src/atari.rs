@@ -248,8 +248,7 @@ impl Game {
         // `gymnasium:<id>`, or an id ALE's v4 games do not name: Gymnasium's, through the set-up's Python
         let env = match env_id.strip_prefix(PREFIX) {
             Some(id) => Gymnasium::<u8>::new(id)?,
-            None => Gymnasium::<u8>::new(env_id)
-                .map_err(|e| EnvError(format!("{}; as Gymnasium's: {e}", EnvError::unknown(env_id))))?,
+            None => Gymnasium::<u8>::unknown_here(env_id)?,
         };
         Ok(Game { has_fire: env.has_fire(), inner: Box::new(env) })
     }

@@ -261,6 +261,11 @@ impl<O: Observation> Gymnasium<O> {
         })
     }
 
+    /// [`Gymnasium::new`] for an id envs does not implement: its error says so too, then Gymnasium's word.
+    pub fn unknown_here(id: &str) -> Result<Gymnasium<O>, EnvError> {
+        Gymnasium::new(id).map_err(|e| EnvError(format!("{}; as Gymnasium's: {e}", EnvError::unknown(id))))
+    }
+
     /// Whether FIRE is one of the env's actions (`get_action_meanings()`, ALE's; an env read as images only).
     pub fn has_fire(&self) -> bool {
         self.has_fire

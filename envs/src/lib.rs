@@ -102,10 +102,9 @@ pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
         Some(id) => Box::new(gymnasium::Gymnasium::<f32>::new(id)?),
         None => match make_env(id) {
             // an id envs does not implement: Gymnasium's, through the set-up's Python
-            Err(unknown) if unknown == EnvError::unknown(id) => match gymnasium::Gymnasium::<f32>::new(id) {
-                Ok(env) => Box::new(env),
-                Err(e) => return Err(EnvError(format!("{unknown}; as Gymnasium's: {e}"))),
-            },
+            Err(unknown) if unknown == EnvError::unknown(id) => {
+                Box::new(gymnasium::Gymnasium::<f32>::unknown_here(id)?)
+            }
             made => made?,
         },
     };
