@@ -18,6 +18,14 @@ fn step_result(reward: f64, terminated: bool) -> Step {
     Step { reward, terminated, truncated: false, episode: None }
 }
 
+/// gymnasium's `x ** 2` on a Python float or numpy float64 scalar (and `math.pow(x, 2)`): libm's
+/// `pow`, which is not always the correctly rounded `x * x` (1 ulp apart in about 1 of 10^3
+/// squares; numpy's `np.square` and ndarray `** 2` are `x * x`, but no env squares an ndarray).
+/// The opaque exponent keeps LLVM from turning the call back into `x * x`.
+fn libm_square(x: f64) -> f64 {
+    x.powf(std::hint::black_box(2.0))
+}
+
 /// `CartPole-v1`: push a cart left or right to keep the pole upright.
 pub struct CartPole {
     /// x, x_dot, theta, theta_dot
@@ -82,9 +90,9 @@ impl Env for CartPole {
         let [x, x_dot, theta, theta_dot] = self.state;
         let force = if action.discrete() == 1 { Self::FORCE_MAG } else { -Self::FORCE_MAG };
         let (costheta, sintheta) = (theta.cos(), theta.sin());
-        let temp = (force + polemass_length * theta_dot.powi(2) * sintheta) / total_mass;
+        let temp = (force + polemass_length * libm_square(theta_dot) * sintheta) / total_mass;
         let thetaacc = (Self::GRAVITY * sintheta - costheta * temp)
-            / (Self::LENGTH * (4.0 / 3.0 - Self::MASSPOLE * costheta.powi(2) / total_mass));
+            / (Self::LENGTH * (4.0 / 3.0 - Self::MASSPOLE * libm_square(costheta) / total_mass));
         let xacc = temp - polemass_length * thetaacc * costheta / total_mass;
         self.state = [
             x + Self::TAU * x_dot,
@@ -154,15 +162,16 @@ impl Acrobot {
         let (m1, m2, l1) = (Self::LINK_MASS_1, Self::LINK_MASS_2, Self::LINK_LENGTH_1);
         let (lc1, lc2, i1, i2, g) = (Self::LINK_COM_POS_1, Self::LINK_COM_POS_2, Self::LINK_MOI, Self::LINK_MOI, 9.8);
         let [theta1, theta2, dtheta1, dtheta2] = s;
+        // the constants' squares (0.5, 1.0) are exact, so powi there is gymnasium's pow
         let d1 = m1 * lc1.powi(2) + m2 * (l1.powi(2) + lc2.powi(2) + 2.0 * l1 * lc2 * theta2.cos()) + i1 + i2;
         let d2 = m2 * (lc2.powi(2) + l1 * lc2 * theta2.cos()) + i2;
         let phi2 = m2 * lc2 * g * (theta1 + theta2 - PI / 2.0).cos();
-        let phi1 = -m2 * l1 * lc2 * dtheta2.powi(2) * theta2.sin()
+        let phi1 = -m2 * l1 * lc2 * libm_square(dtheta2) * theta2.sin()
             - 2.0 * m2 * l1 * lc2 * dtheta2 * dtheta1 * theta2.sin()
             + (m1 * lc1 + m2 * l1) * g * (theta1 - PI / 2.0).cos()
             + phi2;
-        let ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1.powi(2) * theta2.sin() - phi2)
-            / (m2 * lc2.powi(2) + i2 - d2.powi(2) / d1);
+        let ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * libm_square(dtheta1) * theta2.sin() - phi2)
+            / (m2 * lc2.powi(2) + i2 - libm_square(d2) / d1);
         let ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
         [dtheta1, dtheta2, ddtheta1, ddtheta2]
     }
@@ -313,13 +322,6 @@ fn continuous1(action: Action) -> f32 {
     }
 }
 
-/// numpy's `x ** 2` on a float64 scalar: libm's `pow`, which is not always the correctly rounded
-/// `x * x` (1 ulp apart in about 1 of 10^3 Pendulum rewards). The opaque exponent keeps the
-/// compiler from turning the call back into `x * x`.
-fn np_square(x: f64) -> f64 {
-    x.powf(std::hint::black_box(2.0))
-}
-
 /// `Pendulum-v1`: swing a pendulum up and hold it, with a torque in [-2, 2].
 pub struct Pendulum {
     /// theta (0 is upright), theta_dot
@@ -375,7 +377,7 @@ impl Env for Pendulum {
         // gymnasium clips the torque in float32; everything after is float64
         let u = continuous1(action).clamp(-Self::MAX_TORQUE, Self::MAX_TORQUE) as f64;
         let normalized = (theta + PI).rem_euclid(2.0 * PI) - PI;
-        let costs = np_square(normalized) + 0.1 * np_square(theta_dot) + 0.001 * np_square(u);
+        let costs = libm_square(normalized) + 0.1 * libm_square(theta_dot) + 0.001 * libm_square(u);
         let accel = 3.0 * Self::G / (2.0 * Self::L) * theta.sin() + 3.0 / (Self::M * Self::L * Self::L) * u;
         let new_theta_dot = (theta_dot + accel * Self::DT).clamp(-Self::MAX_SPEED, Self::MAX_SPEED);
         self.state = [theta + new_theta_dot * Self::DT, new_theta_dot];
@@ -435,6 +437,21 @@ impl Env for MountainCarContinuous {
         let terminated = position >= Self::GOAL_POSITION && velocity >= 0.0;
         self.state = [position as f32 as f64, velocity as f32 as f64];
         write_position_velocity(self.state, obs);
-        step_result(if terminated { 100.0 } else { 0.0 } - a.powi(2) * 0.1, terminated)
+        // gymnasium's math.pow (a float32's square is exact, so pow and * agree; same call anyway)
+        step_result(if terminated { 100.0 } else { 0.0 } - libm_square(a) * 0.1, terminated)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::libm_square;
+
+    /// A square where glibc's pow (FMA and plain builds alike) is 1 ulp off `x * x`, as Python's
+    /// `math.pow(0.5037174151763892, 2)` is: the helper must call pow, not multiply.
+    #[test]
+    fn libm_square_calls_pow() {
+        let x = std::hint::black_box(0.5037174151763892f64);
+        assert_eq!(libm_square(x), 0.25373123435198286);
+        assert_eq!(x * x, 0.2537312343519829);
     }
 }
