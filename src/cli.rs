@@ -4,7 +4,7 @@
 //! `impl Experiment` of a binary's `Args` in one line, and the thread defaults it names.
 
 use crate::exit::fail;
-use crate::flags::{at_least_one, plain_name};
+use crate::flags::{at_least_one, plain_name, seed};
 use clap::ArgAction;
 
 /// What the library needs to know of a binary's `Args` (clap's derive, serde both ways).
@@ -132,7 +132,7 @@ pub struct RunArgs {
     #[arg(long, value_parser = plain_name)] // default: the binary's name (parse_args)
     pub exp_name: String,
     /// seed of the experiment (envs get seed + i, torch gets seed)
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = seed)]
     pub seed: u64,
     /// cuDNN's deterministic algorithms, as CleanRL's flag; false also turns cuDNN's autotuner on (CleanRL's stays off)
     #[arg(long, default_value_t = true)]
@@ -157,6 +157,15 @@ pub struct RunArgs {
     /// The envs start fresh episodes (an LSTM from a zero state)
     #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<std::path::PathBuf>,
+    /// seconds a Gymnasium env's step, reset or render may take before the run ends, naming the env (its start:
+    /// at least 60)
+    #[arg(long, default_value_t = 300.0, value_parser = crate::flags::positive)]
+    #[serde(default = "env_timeout_default")] // an args.json from before the flag
+    pub env_timeout: f64,
+}
+
+fn env_timeout_default() -> f64 {
+    300.0
 }
 
 /// `Args::parse()` on [`command`], every error in one line with exit code 2; with `--resume`, the
@@ -184,6 +193,9 @@ pub fn parse_args<A: Experiment>() -> A {
         run_dir_can_be_made(&args).unwrap_or_else(|e| fail(2, e));
     }
     args.check().unwrap_or_else(|e| fail(2, e));
+    // --env-timeout: how long a Gymnasium env's worker may take to answer, before any env is made
+    let env_timeout = std::time::Duration::try_from_secs_f64(args.run().env_timeout);
+    envs::gymnasium::set_timeout(env_timeout.unwrap_or(std::time::Duration::MAX));
     if std::env::var_os("PPO_PARSE_ONLY").is_some() {
         // tests/cleanrl_args.rs: the arguments as parsed, and nothing run
         println!("{}", serde_json::to_string(&args).unwrap_or_else(|e| fail(1, e.to_string())));
@@ -389,7 +401,7 @@ const RESUME_MAY_CHANGE: [&str; 7] =
 
 /// Flags that change nothing in the training (only what is recorded beside it): a run of an earlier
 /// build whose args.json lacks one resumes with its default.
-const NO_EFFECT_ON_TRAINING: [&str; 1] = ["capture_video"];
+const NO_EFFECT_ON_TRAINING: [&str; 2] = ["capture_video", "env_timeout"];
 
 /// The longest name a file may have here (Linux's and macOS's NAME_MAX, in bytes).
 const NAME_MAX: usize = 255;

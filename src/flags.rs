@@ -25,6 +25,14 @@ pub fn unit_interval(s: &str) -> Result<f64, String> {
     float_where(s, |x| (0.0..=1.0).contains(&x), "in [0, 1]")
 }
 
+/// The largest `--seed`: env i is seeded with seed + i, which must fit in 64 bits for any number of envs.
+pub const MAX_SEED: u64 = u64::MAX - (1 << 32);
+
+pub fn seed(s: &str) -> Result<u64, String> {
+    let seed: u64 = s.parse().map_err(|e| format!("{e}"))?;
+    (seed <= MAX_SEED).then_some(seed).ok_or(format!("must be at most {MAX_SEED}: env i is seeded with seed + i"))
+}
+
 /// `--exp-name` names a directory inside runs/, so it is a plain name.
 pub fn plain_name(s: &str) -> Result<String, String> {
     let plain = !s.is_empty() && !s.contains(['/', '\\']) && !s.contains("..");

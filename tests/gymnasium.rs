@@ -1,7 +1,9 @@
 //! Gymnasium's own envs (envs::gymnasium): an id envs does not implement, or any as `gymnasium:<id>`, runs in a
 //! Python process of the set-up's virtual environment. A traced `ppo` run on `gymnasium:CartPole-v1` is Gymnasium's
 //! CartPole step for step (its recorded actions replayed in Python on the same seeds give the same observations,
-//! rewards and ends), keeps ratio == 1 and learns; what cannot run is one line, exit code 2, nothing written.
+//! rewards and ends), keeps ratio == 1 and learns; what cannot run is one line, exit code 2, nothing written. An env
+//! that misbehaves (the tests' own, envs/tests/pyenvs) ends the run with one line naming it, exit code 2, or changes
+//! nothing (what it prints to fd 1); Ctrl-C prints the binary's stop line alone, and no worker outlives the binary.
 
 mod common;
 use common::{assert_ratio_one_and_small_kl, run, run_with_env};
@@ -216,7 +218,8 @@ fn capture_video_draws_gymnasiums_frames() {
 }
 
 /// An env that raises in `step` (a user's Gymnasium env, registered by its module: `raiser:Raiser-v0`) ends the run
-/// with one line naming the env and its exception, exit code 2, no panic; the updates before it stay in the logs.
+/// with one line naming the env, its exception and the step, exit code 2, no panic; the updates before it stay in
+/// the logs.
 #[test]
 fn an_env_that_raises_in_step_ends_the_run_in_one_line() {
     let module = tempfile::tempdir().expect("temp dir");
@@ -238,8 +241,188 @@ fn an_env_that_raises_in_step_ends_the_run_in_one_line() {
     let stderr = r.stderr();
     assert_eq!(r.output.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("raiser:Raiser-v0 raised in step: RuntimeError: the simulator diverged"), "{stderr}");
+    let line = "error: exception in step: raiser:Raiser-v0 raised RuntimeError: the simulator diverged (at step 600)";
+    assert_eq!(stderr.trim_end(), line);
     assert!(!stderr.contains("panicked"), "{stderr}");
     // each env's process counts its own steps: the 600th is in update 5 (128 steps an update)
     assert_eq!(r.csv("updates.csv").col("iteration"), [1.0, 2.0, 3.0, 4.0], "the updates before it are kept");
+}
+
+/// The tests' own Gymnasium envs (`misbehaving:<Name>-v0`, `loud:Loud-v0`), for PYTHONPATH.
+const PYENVS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/envs/tests/pyenvs");
+
+/// `ppo` on `id`, one of the tests' own envs or Gymnasium's: 2 envs, 1024 steps, then `more` flags.
+fn ppo_on(id: &str, more: &[&str]) -> common::Run {
+    let args = ["--env-id", id, "--num-envs", "2", "--total-timesteps", "1024"];
+    run_with_env(PPO, &[&args[..], more].concat(), &[("PYTHONPATH", PYENVS)])
+}
+
+/// The run ended with the one line `line` (after `error: `), exit code 2.
+fn assert_one_line(r: &common::Run, line: &str) {
+    let stderr = r.stderr();
+    assert_eq!(r.output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end(), format!("error: {line}"));
+}
+
+/// The live processes (zombies aside): their pids, their parents' and their command lines.
+fn processes() -> Vec<(u32, u32, String)> {
+    let entries = std::fs::read_dir("/proc").expect("/proc").flatten();
+    let pids = entries.filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok());
+    pids.filter_map(|pid| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // after the command's name in parentheses: the state, then the parent's pid
+        let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+        let (state, parent) = (fields.next()?, fields.next()?.parse().ok()?);
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        (state != "Z").then(|| (pid, parent, String::from_utf8_lossy(&cmdline).replace('\0', " ")))
+    })
+    .collect()
+}
+
+/// Within 5 s, none of the processes `alive` says are alive is.
+fn assert_all_end(what: &str, alive: impl Fn() -> Vec<u32>) {
+    let since = std::time::Instant::now();
+    while !alive().is_empty() {
+        assert!(since.elapsed().as_secs() < 5, "{what}: workers left running: {:?}", alive());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// No process runs the env `id` any more (within 5 s).
+fn assert_no_worker_of(id: &str) {
+    let workers = || processes().into_iter().filter(|(_, _, cmd)| cmd.contains(id)).map(|(pid, ..)| pid).collect();
+    assert_all_end(id, workers);
+}
+
+/// An env whose observation is longer than its space says (8 values, its Box 4) ends the run at that step with one
+/// line naming both sizes, exit code 2 (the pipe read the first 4 values of it, and the next answer out of step).
+#[test]
+fn a_longer_observation_than_its_space_is_one_line() {
+    let r = ppo_on("misbehaving:LongObs-v0", &[]);
+    let line = "wrong observation size: misbehaving:LongObs-v0 returned an observation of 8 values at step 5; its \
+                space has 4";
+    assert_one_line(&r, line);
+}
+
+/// What an env writes to fd 1, as a C library prints, at import (`loud:Loud-v0`: its module's greeting and banner)
+/// or in every step and reset (`misbehaving:Garbage-v0`), goes to stderr: both are CartPole-v1, and their runs are
+/// Gymnasium's CartPole-v1's, metric for metric (fd 1 was the protocol's pipe).
+#[test]
+fn what_an_env_writes_to_fd_1_changes_nothing() {
+    let metrics = |r: &common::Run| r.assert_ok().csv("updates.csv").without(common::TIMING_COLUMNS);
+    let cartpole = metrics(&ppo_on("gymnasium:CartPole-v1", &[]));
+    let garbage = ppo_on("misbehaving:Garbage-v0", &[]);
+    assert!(
+        garbage.stderr().contains("garbage") && !String::from_utf8_lossy(&garbage.output.stdout).contains("garbage")
+    );
+    assert_eq!(metrics(&garbage), cartpole);
+    let loud = ppo_on("loud:Loud-v0", &[]);
+    assert!(loud.stderr().contains("loud: a banner written to fd 1 at import"), "{}", loud.stderr());
+    assert_eq!(metrics(&loud), cartpole);
+}
+
+/// A NaN in an observation, or an infinite reward, ends the run where it arrives: one line naming the env, the
+/// step, the value (and which of the observation's), exit code 2 (not a non-finite loss updates later).
+#[test]
+fn non_finite_values_are_named_where_they_arrive() {
+    let nan = "non-finite observation: misbehaving:NanObs-v0 returned nan at step 7 (value 2 of 4)";
+    assert_one_line(&ppo_on("misbehaving:NanObs-v0", &[]), nan);
+    let inf = "non-finite reward: misbehaving:InfReward-v0 returned inf at step 7";
+    assert_one_line(&ppo_on("misbehaving:InfReward-v0", &[]), inf);
+}
+
+/// An env that hangs in a step (`time.sleep`) ends the run after `--env-timeout` with one line naming it, exit code
+/// 2; its process and the other env's are gone.
+#[test]
+fn an_env_that_hangs_is_named_after_the_timeout_and_no_worker_is_left() {
+    let start = std::time::Instant::now();
+    let r = ppo_on("misbehaving:Sleeper-v0", &["--env-timeout", "3"]);
+    assert_one_line(&r, "timeout: misbehaving:Sleeper-v0 did not answer a step within 3 s (at step 20)");
+    assert!(start.elapsed().as_secs() < 60, "{:?}", start.elapsed());
+    assert_no_worker_of("misbehaving:Sleeper-v0");
+}
+
+/// An env that raises in `render` under `--capture-video` ends the run with one line, exit code 2 (its exception
+/// left the pipe out of step: what the next step read was garbage).
+#[test]
+fn an_env_that_raises_in_render_is_one_line() {
+    let r = ppo_on("misbehaving:RenderRaiser-v0", &["--capture-video"]);
+    let stderr = r.stderr();
+    assert_eq!(r.output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    let raised = "exception in render: misbehaving:RenderRaiser-v0 raised RuntimeError: the display went away (at its \
+                  render after step ";
+    assert!(stderr.starts_with(&format!("error: {raised}")), "{stderr}");
+}
+
+/// Starts `ppo` on Gymnasium's CartPole (2 envs) in its own process group, as a shell starts a job, and waits for
+/// its first update; returns it with its workers' pids.
+fn ppo_running(work: &std::path::Path) -> (std::process::Child, Vec<u32>) {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let args = ["--cuda", "false", "--env-id", "gymnasium:CartPole-v1", "--num-envs", "2"];
+    let mut child = std::process::Command::new(PPO)
+        .args(args)
+        .args(["--total-timesteps", "10000000", "--checkpoint-interval", "0"])
+        .current_dir(work)
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ppo starts");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    while !line.starts_with("run directory: ") {
+        line.clear();
+        assert!(stdout.read_line(&mut line).expect("stdout") > 0, "no run directory line");
+    }
+    let updates = work.join(line.trim_end().trim_start_matches("run directory: ")).join("updates.csv");
+    let since = std::time::Instant::now();
+    while std::fs::read_to_string(&updates).map_or(0, |s| s.lines().count()) < 2 {
+        assert!(since.elapsed().as_secs() < 120, "no update in 2 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink())); // drained
+    let workers: Vec<u32> =
+        processes().into_iter().filter(|&(_, parent, _)| parent == child.id()).map(|(pid, ..)| pid).collect();
+    assert_eq!(workers.len(), 2, "two envs, two workers: {workers:?}");
+    (child, workers)
+}
+
+/// Ctrl-C (SIGINT to the job's process group, workers included) prints the binary's one stop line and nothing
+/// else: the workers ignore it (no KeyboardInterrupt traceback from each), and end with the binary.
+#[test]
+fn ctrl_c_prints_one_stop_line_and_no_traceback() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let (child, workers) = ppo_running(work.path());
+    let group = format!("-{}", child.id());
+    assert!(std::process::Command::new("kill").args(["-INT", "--", &group]).status().expect("kill").success());
+    let out = child.wait_with_output().expect("ppo ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("SIGINT: stopped after update "), "{stderr}");
+    let alive = || workers.iter().copied().filter(|w| processes().iter().any(|(pid, ..)| pid == w)).collect();
+    assert_all_end("SIGINT", alive);
+}
+
+/// SIGTERM to the binary alone, and an error exit after the envs are made (ppo refuses Box actions), leave no
+/// worker running: each dies with the binary.
+#[test]
+fn sigterm_and_an_error_exit_leave_no_worker() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let (child, workers) = ppo_running(work.path());
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill")
+        .success());
+    let out = child.wait_with_output().expect("ppo ends");
+    assert_eq!(out.status.code(), Some(143), "{}", String::from_utf8_lossy(&out.stderr));
+    let alive = || workers.iter().copied().filter(|w| processes().iter().any(|(pid, ..)| pid == w)).collect();
+    assert_all_end("SIGTERM", alive);
+    let r = ppo_on("misbehaving:BoxActions-v0", &[]);
+    assert_eq!(r.output.status.code(), Some(2), "{}", r.stderr());
+    assert!(r.stderr().contains("ppo needs 1-D and Discrete"), "{}", r.stderr());
+    assert_no_worker_of("misbehaving:BoxActions-v0");
 }

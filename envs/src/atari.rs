@@ -245,10 +245,15 @@ impl Game {
             let env = AtariEnv::new(env_id)?;
             return Ok(Game { has_fire: env.has_fire(), inner: Box::new(env) });
         }
-        // `gymnasium:<id>`, or an id ALE's v4 games do not name: Gymnasium's, through the set-up's Python
+        // `gymnasium:<id>`, or an id ALE's v4 games do not name: Gymnasium's, through the set-up's Python.
+        // ALE's v5 ids skip 4 frames themselves, and the stack's MaxAndSkip skips 4 more: made with frameskip=1,
+        // the stack's skip is the only one, as on <Game>NoFrameskip-v4; v5's sticky actions stay
+        // (repeat_action_probability=0.25, v5's default)
+        let id = env_id.strip_prefix(PREFIX).unwrap_or(env_id);
+        let kwargs = if id.starts_with("ALE/") && id.ends_with("-v5") { r#"{"frameskip": 1}"# } else { "{}" };
         let env = match env_id.strip_prefix(PREFIX) {
-            Some(id) => Gymnasium::<u8>::new(id)?,
-            None => Gymnasium::<u8>::unknown_here(env_id)?,
+            Some(id) => Gymnasium::<u8>::new_with(id, kwargs)?,
+            None => Gymnasium::<u8>::unknown_here_with(env_id, kwargs)?,
         };
         Ok(Game { has_fire: env.has_fire(), inner: Box::new(env) })
     }

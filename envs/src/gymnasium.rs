@@ -1,38 +1,71 @@
 //! Gymnasium's envs, for the ids envs does not implement (and for any id as `gymnasium:<id>`): each env is a
-//! Python process of the set-up's virtual environment running `gymnasium.make(id)`, stepped over its pipes, as
+//! Python process of the set-up's virtual environment running `gymnasium.make(id)`, stepped over pipes of its own, as
 //! SB3's `SubprocVecEnv` steps its workers. Only such an env starts Python: a native env never does, and nothing
 //! links libpython. Observations are flattened as gymnasium's `FlattenObservation` flattens a `Box`, `Discrete`
 //! or `MultiDiscrete` observation (a `Discrete` one one-hot); actions are `Discrete`, `MultiDiscrete` or a `Box`.
 //! MiniGrid's and BabyAI's ids (the `minigrid` package) get its `ImgObsWrapper`: the agent's 7x7x3 view, flattened.
 //! An env read as images (`Gymnasium<u8>`, the Atari binaries' CNN) keeps its observation as it is, RGB bytes
 //! (height, width, 3), and says its lives (ALE's `info["lives"]`) and whether FIRE is one of its actions.
+//!
+//! What a worker does wrong ends the run with one line that starts with the reason, exit code 2: an exception,
+//! an answer of the wrong size, a non-finite observation or reward, no answer within [`set_timeout`]'s limit, a
+//! process that died. No worker outlives the binary: each dies with it (`PR_SET_PDEATHSIG`), on any exit, and
+//! ignores Ctrl-C, which is the binary's to report.
 
 use crate::{Action, Env, EnvError, Space, Step};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 /// What a Gymnasium id is prefixed with to run in Gymnasium where envs also implements it.
 pub const PREFIX: &str = "gymnasium:";
 
-/// The worker (its arguments: the id, "flat" or "images", the binary's name): reads a command from stdin (`r` and a
-/// seed; `s` and an action, or `q` for a step whose observation is dropped; `v`, a frame for the video), writes the
-/// observation (none after `q`), after a step the reward and the two flags, and last the lives (ALE's
-/// `info["lives"]`, else 0) to stdout; its first line is the spaces as JSON, or an error.
+/// The worker (its arguments: the id, "flat" or "images", the binary's name, `gymnasium.make`'s keyword arguments
+/// as JSON, the fds of its two pipes and the binary's pid). It reads commands from the first pipe (`r`, a flag byte
+/// and a seed; `s` and an action, or `q` for a step whose observation is dropped; `v`, a frame for the video) and
+/// writes each answer to the second, tagged and sized: its tag (`d` the spaces as JSON, first; `r` after a reset:
+/// the lives, then the observation; `s` after a step: the reward, the two flags, the lives, then the observation,
+/// none after `q`; `f` a frame, `n` none; `e` an exception, `u` an id Gymnasium does not know), the payload's size
+/// in bytes (a u64), the payload. The lives are ALE's `info["lives"]`, else 0.
 const WORKER: &str = r#"
-import json, os, struct, sys, warnings
-# the pipe is the protocol's alone: what the env's packages print goes to stderr; pygame's greeting and the
-# warnings of gymnasium.make (a deprecated version) not at all: every env's process would repeat them
-out, sys.stdout = sys.stdout, sys.stderr
+import os, signal, sys
+# Ctrl-C is the binary's: it prints its one stop line and ends, this process with it (PR_SET_PDEATHSIG)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+# fd 1 is stderr: what a package prints, from Python or from C, cannot reach the protocol's pipes (fds of their own)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+env_id, images, binary, kwargs = sys.argv[1], sys.argv[2] == "images", sys.argv[3], sys.argv[4]
+commands_fd, answers_fd, parent = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+if os.getppid() != parent:
+    sys.exit(0)  # the binary ended before this process could follow it
+import json, struct, warnings
+for fd in (commands_fd, answers_fd):
+    os.set_inheritable(fd, False)  # not the env's own subprocesses': the binary sees this process's end
+commands, answers = os.fdopen(commands_fd, "rb"), os.fdopen(answers_fd, "wb")
+kwargs = json.loads(kwargs)
+# pygame's greeting and the warnings of gymnasium.make (a deprecated version) not at all: every env's process
+# would repeat them
 os.environ["PYGAME_HIDE_SUPPORT_PROMPT"] = "1"
-def fail(msg):
-    out.write(json.dumps({"error": msg}) + "\n"); out.flush(); sys.exit(0)
+def answer(tag, *parts):
+    """one answer: its tag, its payload's size (u64) and the payload, in one write"""
+    payload = b"".join(parts)
+    answers.write(tag + struct.pack("<Q", len(payload)) + payload)
+    answers.flush()
+def fail(msg, tag=b"e"):
+    """the env cannot run: 'u' for an id Gymnasium does not know, 'e' otherwise"""
+    answer(tag, msg.encode())
+    sys.exit(0)
 try:
     import numpy as np
     import gymnasium as gym
     from gymnasium import spaces
 except Exception as e:
     fail(f"Python cannot import gymnasium ({type(e).__name__}: {e}): run scripts/setup")
-env_id, images = sys.argv[1], sys.argv[2] == "images"
 try:
     if env_id.startswith(("MiniGrid-", "BabyAI-")):
         import minigrid  # registers its ids
@@ -43,21 +76,24 @@ try:
         except ImportError:
             pass
     def make(drawn):
-        """gymnasium.make(id); drawn: with render_mode="rgb_array" (--capture-video's env), not otherwise, as
-        CleanRL makes its envs: an env may cost more when it is to be drawn (LunarLander makes its flames' particles
-        then, each a Box2D body: 4x slower steps)"""
+        """gymnasium.make(id, **kwargs); drawn: with render_mode="rgb_array" (--capture-video's env), not
+        otherwise, as CleanRL makes its envs: an env may cost more when it is to be drawn (LunarLander makes its
+        flames' particles then, each a Box2D body: 4x slower steps)"""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                env = gym.make(env_id, render_mode="rgb_array") if drawn else gym.make(env_id)
+                env = gym.make(env_id, render_mode="rgb_array", **kwargs) if drawn else gym.make(env_id, **kwargs)
             except TypeError:
-                env = gym.make(env_id)  # an env that draws nothing
+                env = gym.make(env_id, **kwargs)  # an env that draws nothing
         if env_id.startswith(("MiniGrid-", "BabyAI-")):
             # MiniGrid's observation is a Dict with the mission's text: its own ImgObsWrapper keeps the agent's
             # 7x7x3 view (as miniDRL trains on it), flattened below
             env = minigrid.wrappers.ImgObsWrapper(env)
         return env
     env = make(drawn=False)
+except gym.error.UnregisteredEnv as e:
+    # NameNotFound, NamespaceNotFound, VersionNotFound: Gymnasium has no env of that id
+    fail(f"gymnasium.make('{env_id}') failed: {type(e).__name__}: {e}", b"u")
 except gym.error.DependencyNotInstalled as e:
     fail(f"gymnasium.make('{env_id}') needs a package Python does not have ({e})")
 except ModuleNotFoundError as e:
@@ -82,66 +118,65 @@ if images:
     # read as images: RGB bytes as they are (the binary resizes and grays them, as for ALE's screens)
     if not (isinstance(obs_space, spaces.Box) and obs_space.dtype == np.uint8 and len(obs_space.shape) == 3
             and obs_space.shape[2] == 3):
-        fail(f"{env_id}'s observation space is {obs_space}: {sys.argv[3]} reads RGB images, a Box of uint8"
+        fail(f"{env_id}'s observation space is {obs_space}: {binary} reads RGB images, a Box of uint8"
              " (height, width, 3) (a flat observation: ppo or ppo_continuous)")
     flat = lambda obs: np.ascontiguousarray(obs, dtype=np.uint8)
     meanings = getattr(env.unwrapped, "get_action_meanings", lambda: [])
     described["fire"] = "FIRE" in meanings()
 else:
     flat = lambda obs: np.asarray(spaces.flatten(obs_space, obs), dtype=np.float32).ravel()
-dim = flat(obs_space.sample()).size
-described["obs_dim"] = int(dim)
-out.write(json.dumps(described) + "\n"); out.flush()
-stdin, stdout = sys.stdin.buffer, out.buffer
+described["obs_dim"] = int(flat(obs_space.sample()).size)
+answer(b"d", json.dumps(described).encode())
 act = described["act"]
 was_reset = False
 lives = lambda info: int(info.get("lives", 0)) if isinstance(info, dict) else 0  # ALE's; 0 for other envs
 while True:
-    op = stdin.read(1)
+    op = commands.read(1)
     if not op:
-        break
+        break  # the binary closed the pipe: its env was dropped
     try:
         if op == b"r":
-            (seed,) = struct.unpack("<q", stdin.read(8))
-            obs, info = env.reset(seed=None if seed < 0 else seed)
+            has_seed, seed = struct.unpack("<BQ", commands.read(9))
+            obs, info = env.reset(seed=seed if has_seed else None)
             was_reset = True
-            stdout.write(b"o" + flat(obs).tobytes() + struct.pack("<q", lives(info)))
+            answer(b"r", struct.pack("<q", lives(info)), flat(obs).tobytes())
         elif op == b"v":
             if env.render_mode != "rgb_array" and not was_reset:
                 env = make(drawn=True)  # RecordVideo asks before the first reset: the env is made again, drawn
             if env.render_mode != "rgb_array":
-                stdout.write(b"n")
+                answer(b"n")
             else:
                 # before the first reset there is nothing to draw yet (gymnasium refuses to): a frame of 0x0
                 frame = env.render() if was_reset else None
                 frame = np.ascontiguousarray(np.zeros((0, 0, 3)) if frame is None else frame, dtype=np.uint8)
-                stdout.write(b"f" + struct.pack("<qq", frame.shape[1], frame.shape[0]) + frame.tobytes())
+                answer(b"f", struct.pack("<QQ", frame.shape[1], frame.shape[0]), frame.tobytes())
         else:
             if "discrete" in act:
-                (a,) = struct.unpack("<q", stdin.read(8))
+                (a,) = struct.unpack("<q", commands.read(8))
             elif "multi" in act:
-                a = np.frombuffer(stdin.read(8 * len(act["multi"])), dtype="<i8").astype(act_space.dtype)
+                a = np.frombuffer(commands.read(8 * len(act["multi"])), dtype="<i8").astype(act_space.dtype)
             else:
-                a = np.frombuffer(stdin.read(4 * int(np.prod(act["box"][0]))), dtype="<f4").reshape(act["box"][0])
+                a = np.frombuffer(commands.read(4 * int(np.prod(act["box"][0]))), dtype="<f4").reshape(act["box"][0])
             obs, reward, terminated, truncated, info = env.step(a)
             tail = struct.pack("<d??q", float(reward), bool(terminated), bool(truncated), lives(info))
             # 'q': a step whose observation the binary drops (a frame MaxAndSkip skips), not sent
-            stdout.write(b"o" + (b"" if op == b"q" else flat(obs).tobytes()) + tail)
+            answer(b"s", tail, b"" if op == b"q" else flat(obs).tobytes())
     except Exception as e:
-        where = dict(r="reset", v="render").get(op.decode(), "step")
-        msg = f"{env_id} raised in {where}: {type(e).__name__}: {e}".encode()
-        stdout.write(b"e" + struct.pack("<q", len(msg)) + msg)
-    stdout.flush()
+        answer(b"e", f"{type(e).__name__}: {e}".encode())
 "#;
 
 /// What a Gymnasium env's observations are read as: `f32`, flattened (`FlattenObservation`), or `u8`, RGB images
 /// as they are (the Atari binaries' CNN).
-pub trait Observation: Copy + Default + Send + Sync + 'static {
+pub trait Observation: Copy + Default + Send + Sync + std::fmt::Display + 'static {
     /// the worker's reading: "flat" or "images"
     const READ_AS: &'static str;
     /// one value's bytes on the pipe (little-endian)
     const BYTES: usize;
     fn from_le(bytes: &[u8]) -> Self;
+    /// whether the value is a number (not NaN or an infinity): a byte always is
+    fn is_finite(self) -> bool {
+        true
+    }
 }
 
 impl Observation for f32 {
@@ -149,6 +184,9 @@ impl Observation for f32 {
     const BYTES: usize = 4;
     fn from_le(bytes: &[u8]) -> f32 {
         f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+    }
+    fn is_finite(self) -> bool {
+        f32::is_finite(self)
     }
 }
 
@@ -160,26 +198,423 @@ impl Observation for u8 {
     }
 }
 
-/// One Gymnasium env in its Python process, its observations read as `O`.
-pub struct Gymnasium<O: Observation = f32> {
-    id: String,
-    child: Child,
-    /// the pipes, behind a lock for `render` (which gets `&self`; a step, `&mut self`, takes them without locking)
-    pipes: std::sync::Mutex<(ChildStdin, BufReader<ChildStdout>)>,
+/// How long a worker may take to answer (`--env-timeout`), in milliseconds.
+static TIMEOUT_MS: AtomicU64 = AtomicU64::new(300_000);
+
+/// The least a worker's start (Python's imports and `gymnasium.make`) may take, whatever [`set_timeout`] says.
+const START_AT_LEAST: Duration = Duration::from_secs(60);
+
+/// Sets how long a Gymnasium env's step, reset or render may take before the run ends, naming the env (300 s until
+/// set); a worker's start may take this long too, and a minute at least.
+pub fn set_timeout(limit: Duration) {
+    TIMEOUT_MS.store(limit.as_millis().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+}
+
+/// What a worker is asked to do, for the limit on its answer and the line that names a failure.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum What {
+    Start,
+    Reset,
+    Step,
+    Render,
+}
+
+impl What {
+    fn limit(self) -> Duration {
+        let limit = Duration::from_millis(TIMEOUT_MS.load(Ordering::Relaxed));
+        if self == What::Start {
+            limit.max(START_AT_LEAST)
+        } else {
+            limit
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            What::Start => "start",
+            What::Reset => "reset",
+            What::Step => "step",
+            What::Render => "render",
+        }
+    }
+
+    /// When in the env's life: "at step 12", "at its reset after step 12", "at its start".
+    fn when(self, steps: u64) -> String {
+        match self {
+            What::Step => format!("at step {steps}"),
+            What::Start => "at its start".into(),
+            other => format!("at its {} after step {steps}", other.name()),
+        }
+    }
+}
+
+/// Seconds as a person writes them: "60 s", "0.5 s".
+fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s} s")
+    }
+}
+
+/// The pids of the workers alive, for [`die`] to end them before the binary (a worker that hung first of all).
+static WORKERS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Ends the run for a worker's failure: every worker killed, one line, exit code 2 (the logs as they stood).
+fn die(msg: String) -> ! {
+    for &pid in WORKERS.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+        // SAFETY: a signal to a worker of ours, alive or not yet reaped (reaped ones leave the list first)
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+    let _ = std::io::stderr().write_all(format!("error: {msg}\n").as_bytes());
+    std::process::exit(2)
+}
+
+/// A Python message in one line (an exception's may hold several).
+fn one_line(msg: &[u8]) -> String {
+    String::from_utf8_lossy(msg).lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+/// A pipe, both ends closed on exec (each worker's child end is opened for it alone, in [`in_the_child`]): no
+/// worker holds another's pipe open, so that a worker's end is its pipe's end.
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 writes two new fds into the array, owned from here on
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the fds are new and this function's alone
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Between fork and exec, in the worker: it dies with the binary (SIGKILL when the thread that spawned it ends, the
+/// spawner thread that lives as long as the process; it exits at once if the binary ended already), ignores
+/// SIGINT (Ctrl-C is the binary's to report), and keeps its two pipe ends across exec. Only async-signal-safe calls.
+fn in_the_child(parent: libc::pid_t, fds: [RawFd; 2]) -> std::io::Result<()> {
+    // SAFETY: calls on this process's own state, each async-signal-safe
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::getppid() != parent {
+            libc::_exit(0); // the binary ended before the prctl: no one to answer
+        }
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        for fd in fds {
+            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Spawns `command` from a thread that lives as long as the process: `PR_SET_PDEATHSIG` fires when the thread that
+/// spawned a child ends, not only the process, and envs may be made on threads that end before the binary.
+fn spawn(mut command: Command) -> std::io::Result<Child> {
+    type Job = (Command, mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (jobs, inbox) = mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new().name("gymnasium-spawner".into()).spawn(move || {
+            for (mut command, reply) in inbox {
+                let _ = reply.send(command.spawn());
+            }
+        });
+        thread.ok().map(|_| jobs)
+    });
+    let Some(spawner) = spawner else { return command.spawn() }; // no thread: this one (it may end first)
+    let (reply, answer) = mpsc::channel();
+    let gone = || std::io::Error::other("the thread that starts the workers ended");
+    spawner.send((command, reply)).map_err(|_| gone())?;
+    answer.recv().map_err(|_| gone())?
+}
+
+/// Why a worker's answer did not come.
+enum Broken {
+    Timeout,
+    Ended,
+    Failed(std::io::Error),
+}
+
+/// A worker's answers: its pipe, read once poll(2) says it holds bytes (a worker that hangs is named), through a
+/// buffer (an answer usually comes in one read).
+struct Answers {
+    file: File,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Answers {
+    /// The next `n` bytes (their place in `buf`, valid until the next call), waiting for them until `deadline`.
+    fn take(&mut self, n: usize, deadline: Instant) -> Result<std::ops::Range<usize>, Broken> {
+        if self.end - self.start < n && self.start + n > self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            (self.end, self.start) = (self.end - self.start, 0);
+            if n > self.buf.len() {
+                self.buf.resize(n, 0);
+            }
+        }
+        while self.end - self.start < n {
+            wait_for(&self.file, deadline)?;
+            match self.file.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Err(Broken::Ended),
+                Ok(read) => self.end += read,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Broken::Failed(e)),
+            }
+        }
+        let at = self.start;
+        self.start += n;
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0); // the bytes stay where they are until the next read
+        }
+        Ok(at..at + n)
+    }
+}
+
+/// Waits until `file` can be read (bytes, or its end) or `deadline` passes.
+fn wait_for(file: &File, deadline: Instant) -> Result<(), Broken> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Broken::Timeout);
+        }
+        let mut poll = libc::pollfd { fd: file.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // the milliseconds left, rounded up: no early wake-up that busy-waits
+        let ms = left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: one pollfd, valid for the call
+        match unsafe { libc::poll(&mut poll, 1, ms) } {
+            0 => {} // time is up: the loop says so
+            n if n > 0 => return Ok(()),
+            _ => match std::io::Error::last_os_error() {
+                e if e.kind() == std::io::ErrorKind::Interrupted => {}
+                e => return Err(Broken::Failed(e)),
+            },
+        }
+    }
+}
+
+/// What a worker said its env is (its `d` answer), the same for every env of an id.
+struct Description {
+    json: Vec<u8>,
     observation_space: Space,
     action_space: Space,
-    buf: Vec<u8>,
+    obs_dim: usize,
+    has_fire: bool,
+}
+
+/// The descriptions of the ids made so far (with their reading and `gymnasium.make`'s arguments): a second env of
+/// an id does not wait for its worker to start (workers start at once), its worker's description is checked
+/// against the first's when it first answers.
+static DESCRIBED: Mutex<Vec<(String, Arc<Description>)>> = Mutex::new(Vec::new());
+
+/// Why an env could not be made: an id Gymnasium does not know, or anything else.
+enum Failure {
+    Unknown(String),
+    Other(String),
+}
+
+/// One env's Python process and its pipes.
+struct Worker {
+    id: String,
+    child: Child,
+    commands: File,
+    answers: Answers,
+    /// the description this worker is yet to send, to be checked against that of the first env of its id
+    unchecked: Option<Arc<Description>>,
+}
+
+impl Worker {
+    /// Starts `gymnasium.make(id, **kwargs)` in a new Python process; its description is yet to be read.
+    fn spawn(id: &str, read_as: &str, kwargs: &str) -> Result<Worker, EnvError> {
+        let python = python();
+        let cannot = |e: std::io::Error| {
+            EnvError(format!("cannot start Python: {} for Gymnasium's {id} ({e}): run scripts/setup", python.display()))
+        };
+        // the binary, for the worker's refusal of a space it cannot read
+        let bin = std::env::current_exe().ok().and_then(|p| Some(p.file_stem()?.to_string_lossy().into_owned()));
+        let (commands_theirs, commands) = pipe().map_err(cannot)?;
+        let (answers, answers_theirs) = pipe().map_err(cannot)?;
+        let theirs = [commands_theirs.as_raw_fd(), answers_theirs.as_raw_fd()];
+        let parent = std::process::id() as libc::pid_t;
+        let mut command = Command::new(&python);
+        command
+            .args(["-c", WORKER, id, read_as, bin.as_deref().unwrap_or("this binary"), kwargs])
+            .args([theirs[0].to_string(), theirs[1].to_string(), parent.to_string()])
+            .stdin(Stdio::null())
+            // what Python prints before the worker's first line (a site package's greeting) goes to stderr too
+            .stdout(Stdio::from(std::io::stderr()))
+            .stderr(Stdio::inherit());
+        // SAFETY: in_the_child makes only async-signal-safe calls
+        unsafe { command.pre_exec(move || in_the_child(parent, theirs)) };
+        let child = spawn(command).map_err(cannot)?;
+        // the worker's ends are its own now: its end is the answers' end
+        drop((commands_theirs, answers_theirs));
+        WORKERS.lock().unwrap_or_else(PoisonError::into_inner).push(child.id());
+        let answers = Answers { file: answers.into(), buf: vec![0; 1 << 16], start: 0, end: 0 };
+        Ok(Worker { id: id.to_string(), child, commands: commands.into(), answers, unchecked: None })
+    }
+
+    /// The next answer's tag and its payload's place in `answers.buf`.
+    fn next(&mut self, what: What) -> Result<(u8, std::ops::Range<usize>), Broken> {
+        let now = Instant::now();
+        let deadline = now.checked_add(what.limit()).unwrap_or(now + Duration::from_secs(1 << 32));
+        let head = self.answers.take(9, deadline)?;
+        let head = &self.answers.buf[head];
+        let (tag, len) = (head[0], u64::from_le_bytes(head[1..9].try_into().unwrap_or([0; 8])));
+        if len > 1 << 34 {
+            // no answer is 16 GiB: the pipe is out of step (which the tags and sizes should make impossible)
+            return Err(Broken::Failed(std::io::Error::other(format!("an answer '{}' of {len} bytes", tag as char))));
+        }
+        Ok((tag, self.answers.take(len as usize, deadline)?))
+    }
+
+    /// How the process ended, once it has (a second at most), for the line that says it ended.
+    fn status(&mut self) -> String {
+        for _ in 0..100 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.to_string();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        "still running".into()
+    }
+
+    /// Why the answer did not come, in one line.
+    fn broken(&mut self, broken: Broken, what: What, steps: u64) -> String {
+        let status = if matches!(broken, Broken::Ended) { self.status() } else { String::new() };
+        let (id, when) = (&self.id, what.when(steps));
+        match broken {
+            Broken::Timeout if what == What::Start => {
+                format!(
+                    "timeout: {id} did not start within {} (Python's imports and gymnasium.make)",
+                    seconds(what.limit())
+                )
+            }
+            Broken::Timeout => {
+                format!("timeout: {id} did not answer a {} within {} ({when})", what.name(), seconds(what.limit()))
+            }
+            Broken::Ended => {
+                format!("worker ended: {id}'s Python process ended {when} ({status}; its stderr is above)")
+            }
+            Broken::Failed(e) => format!("pipe failed: {id}'s worker {when}: {e}"),
+        }
+    }
+
+    /// Reads the worker's description (its first answer) while the env is made: its failure is the error.
+    fn describe(&mut self, images: bool) -> Result<Description, Failure> {
+        let (tag, payload) = self.next(What::Start).map_err(|b| Failure::Other(self.broken(b, What::Start, 0)))?;
+        let payload = self.answers.buf[payload].to_vec();
+        match tag {
+            b'd' => {}
+            b'u' => return Err(Failure::Unknown(one_line(&payload))),
+            b'e' => return Err(Failure::Other(one_line(&payload))),
+            other => return Err(Failure::Other(garbled(&self.id, other, payload.len(), What::Start))),
+        }
+        let bad = || {
+            Failure::Other(format!(
+                "garbled answer: {}'s worker described its spaces as {}",
+                self.id,
+                one_line(&payload)
+            ))
+        };
+        let described: serde_json::Value = serde_json::from_slice(&payload).map_err(|_| bad())?;
+        let (act, obs_dim) = (space(&described["act"]).ok_or_else(bad)?, described["obs_dim"].as_u64());
+        let obs_dim = obs_dim.ok_or_else(bad)? as usize;
+        let obs = space(&described["obs"]).ok_or_else(bad)?;
+        // the flattened observation: a Box's bounds as they are, a one-hot's in [0, 1]; images as they are
+        let observation_space = match obs {
+            image @ Space::Box { .. } if images => image,
+            Space::Box { low, high, .. } if low.len() == obs_dim => Space::bounded_box(low, high),
+            _ => Space::bounded_box(vec![0.0; obs_dim], vec![1.0; obs_dim]),
+        };
+        let has_fire = described["fire"] == true;
+        Ok(Description { json: payload, observation_space, action_space: act, obs_dim, has_fire })
+    }
+
+    fn send(&mut self, command: &[u8], what: What, steps: u64) {
+        if self.commands.write_all(command).is_err() {
+            let line = self.broken(Broken::Ended, what, steps);
+            die(line);
+        }
+    }
+
+    /// The answer to the command sent, its tag and payload's place; a description this worker is yet to send comes
+    /// first, checked. A failure ends the run: an exception (one line naming the env and the step), no answer in
+    /// time, a process that ended.
+    fn receive(&mut self, what: What, steps: u64) -> (u8, std::ops::Range<usize>) {
+        if let Some(first) = self.unchecked.take() {
+            let (tag, payload) = self.next(What::Start).unwrap_or_else(|b| die(self.broken(b, What::Start, steps)));
+            let payload = &self.answers.buf[payload];
+            match tag {
+                b'd' if payload == first.json.as_slice() => {}
+                b'd' => die(format!(
+                    "different spaces: {}'s env described {} where its first env described {}",
+                    self.id,
+                    one_line(payload),
+                    one_line(&first.json)
+                )),
+                b'u' | b'e' => die(one_line(payload)),
+                other => die(garbled(&self.id, other, payload.len(), What::Start)),
+            }
+        }
+        let (tag, payload) = self.next(what).unwrap_or_else(|b| die(self.broken(b, what, steps)));
+        if tag == b'e' {
+            let raised = one_line(&self.answers.buf[payload]);
+            die(format!("exception in {}: {} raised {raised} ({})", what.name(), self.id, what.when(steps)));
+        }
+        (tag, payload)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let pid = self.child.id();
+        WORKERS.lock().unwrap_or_else(PoisonError::into_inner).retain(|&p| p != pid);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An answer out of step with the command: its tag and size.
+fn garbled(id: &str, tag: u8, len: usize, what: What) -> String {
+    format!("garbled answer: {id}'s worker answered '{}' ({len} bytes) to a {}", tag.escape_ascii(), what.name())
+}
+
+/// A space as the worker describes it (JSON).
+fn space(v: &serde_json::Value) -> Option<Space> {
+    if let Some(n) = v["discrete"].as_u64() {
+        return Some(Space::Discrete(n as usize));
+    }
+    if let Some(nvec) = v["multi"].as_array() {
+        return Some(Space::MultiDiscrete(nvec.iter().map(|n| n.as_u64().unwrap_or(0) as usize).collect()));
+    }
+    let [shape, low, high] = v["box"].as_array()?.as_slice() else { return None };
+    let floats = |v: &serde_json::Value, infinite: f32| -> Option<Vec<f32>> {
+        v.as_array()?.iter().map(|x| if x.is_null() { Some(infinite) } else { x.as_f64().map(|x| x as f32) }).collect()
+    };
+    let shape = shape.as_array()?.iter().map(|n| n.as_u64().map(|n| n as usize)).collect::<Option<_>>()?;
+    Some(Space::Box { shape, low: floats(low, f32::NEG_INFINITY)?, high: floats(high, f32::INFINITY)? })
+}
+
+/// One Gymnasium env in its Python process, its observations read as `O`.
+pub struct Gymnasium<O: Observation = f32> {
+    /// behind a lock for `render` (which gets `&self`; a step, `&mut self`, takes it without locking)
+    worker: Mutex<Worker>,
+    description: Arc<Description>,
     /// the step's command, kept: a step allocates nothing
     command: Vec<u8>,
     /// a step sent (`send_step`) whose answer `step` reads
     pending: bool,
-    /// the observation's values, and whether the answer awaited carries them (a step's may not: `step`)
-    obs_len: usize,
+    /// whether the answer awaited carries the observation (a step's may not: `step`)
     answer_has_obs: bool,
+    /// the steps since the env was made, for the lines that name one
+    steps: u64,
     /// the lives left after the last step (`info["lives"]`, ALE's; 0 for an env without)
     lives: u32,
-    /// whether FIRE is one of the actions (an env read as images says; CleanRL's FireResetEnv asks)
-    has_fire: bool,
     read_as: std::marker::PhantomData<O>,
 }
 
@@ -192,133 +627,109 @@ fn python() -> std::path::PathBuf {
 
 impl<O: Observation> Gymnasium<O> {
     /// `gymnasium.make(id)` in a new Python process; the error is one line (an id Gymnasium does not know, a
-    /// package it needs, a space no binary reads, no Python).
+    /// package it needs, a space no binary reads, no Python). The first env of an id waits for its process to
+    /// describe the env; the next ones start at once, their processes starting in parallel (a failure there ends
+    /// the run at their first answer).
     pub fn new(id: &str) -> Result<Gymnasium<O>, EnvError> {
-        let python = python();
-        // the binary, for the worker's refusal of a space it cannot read
-        let bin = std::env::current_exe().ok().and_then(|p| Some(p.file_stem()?.to_string_lossy().into_owned()));
-        let mut child = Command::new(&python)
-            .args(["-c", WORKER, id, O::READ_AS, bin.as_deref().unwrap_or("this binary")])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| {
-                EnvError(format!("{id}: cannot start {} for Gymnasium ({e}): run scripts/setup", python.display()))
-            })?;
-        let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
-        let (Some(stdin), Some(stdout)) = (stdin, stdout) else { return Err(EnvError(format!("{id}: no pipes"))) };
-        let mut stdout = BufReader::new(stdout);
-        let mut line = String::new();
-        stdout.read_line(&mut line).map_err(|e| EnvError(format!("{id}: Gymnasium's process: {e}")))?;
-        let described: serde_json::Value = serde_json::from_str(&line)
-            .map_err(|_| EnvError(format!("{id}: Gymnasium's process ended without a word (see above)")))?;
-        if let Some(error) = described["error"].as_str() {
-            let _ = child.wait();
-            return Err(EnvError(error.to_string()));
-        }
-        let space = |v: &serde_json::Value| -> Option<Space> {
-            if let Some(n) = v["discrete"].as_u64() {
-                return Some(Space::Discrete(n as usize));
+        Gymnasium::new_with(id, "{}")
+    }
+
+    /// [`Gymnasium::new`] with `gymnasium.make`'s keyword arguments, a JSON object (`{"frameskip": 1}`).
+    pub fn new_with(id: &str, kwargs: &str) -> Result<Gymnasium<O>, EnvError> {
+        Gymnasium::start(id, kwargs).map_err(|failure| match failure {
+            Failure::Unknown(why) => EnvError(format!("unknown env id '{id}' in Gymnasium: {why}")),
+            Failure::Other(why) => EnvError(why),
+        })
+    }
+
+    /// [`Gymnasium::new`] for an id envs does not implement: for an id Gymnasium does not know either, the error
+    /// says so and lists envs' own ids; any other is Gymnasium's alone.
+    pub fn unknown_here(id: &str) -> Result<Gymnasium<O>, EnvError> {
+        Gymnasium::unknown_here_with(id, "{}")
+    }
+
+    /// [`Gymnasium::unknown_here`] with `gymnasium.make`'s keyword arguments, a JSON object.
+    pub fn unknown_here_with(id: &str, kwargs: &str) -> Result<Gymnasium<O>, EnvError> {
+        Gymnasium::start(id, kwargs).map_err(|failure| match failure {
+            Failure::Unknown(why) => {
+                EnvError(format!("unknown env id '{id}' (as Gymnasium's: {why}); known ids: {}", crate::ids::all()))
             }
-            if let Some(nvec) = v["multi"].as_array() {
-                return Some(Space::MultiDiscrete(nvec.iter().map(|n| n.as_u64().unwrap_or(0) as usize).collect()));
+            Failure::Other(why) => EnvError(why),
+        })
+    }
+
+    fn start(id: &str, kwargs: &str) -> Result<Gymnasium<O>, Failure> {
+        let key = format!("{id}\n{}\n{kwargs}", O::READ_AS);
+        let known = DESCRIBED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, d)| d.clone());
+        let mut worker = Worker::spawn(id, O::READ_AS, kwargs).map_err(|e| Failure::Other(e.0))?;
+        let description = match known {
+            Some(first) => {
+                worker.unchecked = Some(first.clone());
+                first
             }
-            let [shape, low, high] = v["box"].as_array()?.as_slice() else { return None };
-            let floats = |v: &serde_json::Value, infinite: f32| -> Option<Vec<f32>> {
-                v.as_array()?
-                    .iter()
-                    .map(|x| if x.is_null() { Some(infinite) } else { x.as_f64().map(|x| x as f32) })
-                    .collect()
-            };
-            let shape = shape.as_array()?.iter().map(|n| n.as_u64().map(|n| n as usize)).collect::<Option<_>>()?;
-            Some(Space::Box { shape, low: floats(low, f32::NEG_INFINITY)?, high: floats(high, f32::INFINITY)? })
+            None => {
+                let description = Arc::new(worker.describe(O::READ_AS == "images")?);
+                DESCRIBED.lock().unwrap_or_else(PoisonError::into_inner).push((key, description.clone()));
+                description
+            }
         };
-        let garbled = || EnvError(format!("{id}: Gymnasium's process described its spaces as {line}"));
-        let (act, obs_dim) = (space(&described["act"]).ok_or_else(garbled)?, described["obs_dim"].as_u64());
-        let obs_dim = obs_dim.ok_or_else(garbled)? as usize;
-        // the flattened observation: a Box's bounds as they are, a one-hot's in [0, 1]; images as they are
-        let observation_space = match space(&described["obs"]).ok_or_else(garbled)? {
-            image @ Space::Box { .. } if O::READ_AS == "images" => image,
-            Space::Box { low, high, .. } if low.len() == obs_dim => Space::bounded_box(low, high),
-            _ => Space::bounded_box(vec![0.0; obs_dim], vec![1.0; obs_dim]),
-        };
-        announce(id, &python);
+        announce(id, &python());
         Ok(Gymnasium {
-            id: id.to_string(),
-            child,
-            pipes: std::sync::Mutex::new((stdin, stdout)),
-            observation_space,
-            action_space: act,
-            buf: Vec::new(),
+            worker: Mutex::new(worker),
+            description,
             command: Vec::new(),
             pending: false,
-            obs_len: obs_dim,
             answer_has_obs: true,
+            steps: 0,
             lives: 0,
-            has_fire: described["fire"] == true,
             read_as: std::marker::PhantomData,
         })
     }
 
-    /// [`Gymnasium::new`] for an id envs does not implement: its error says so too, then Gymnasium's word.
-    pub fn unknown_here(id: &str) -> Result<Gymnasium<O>, EnvError> {
-        Gymnasium::new(id).map_err(|e| EnvError(format!("{}; as Gymnasium's: {e}", EnvError::unknown(id))))
-    }
-
     /// Whether FIRE is one of the env's actions (`get_action_meanings()`, ALE's; an env read as images only).
     pub fn has_fire(&self) -> bool {
-        self.has_fire
+        self.description.has_fire
     }
 
-    /// Sends one command and reads the observation into `obs`, then `extra` more bytes ([`Gymnasium::receive`]).
-    fn call(&mut self, command: &[u8], obs: &mut [O], extra: usize) -> &[u8] {
-        self.send(command);
-        self.receive(obs, extra)
-    }
-
-    fn send(&mut self, command: &[u8]) {
-        let (stdin, _) = self.pipes.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if stdin.write_all(command).and_then(|()| stdin.flush()).is_err() {
-            self.die(format!("{}: Gymnasium's process ended (see above)", self.id));
+    /// Reads the answer to a reset (`r`) or step (`s`): the observation into `obs` (an empty `obs`: the caller
+    /// drops it), checked for its size and its values; returns the `head` bytes before it. A failure ends the run.
+    fn receive(&mut self, what: What, head: usize, obs: &mut [O]) -> [u8; 18] {
+        let (steps, obs_len) = (self.steps, if self.answer_has_obs { self.description.obs_dim } else { 0 });
+        let worker = self.worker.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let (tag, payload) = worker.receive(what, steps);
+        let (id, when) = (&worker.id, what.when(steps));
+        let payload = &worker.answers.buf[payload];
+        if tag != if what == What::Reset { b'r' } else { b's' } {
+            die(garbled(id, tag, payload.len(), what));
         }
-    }
-
-    /// Reads the answer to the command sent: the observation into `obs`, then `extra` more bytes; a Python
-    /// exception (or a process that died) ends the run: one line, exit code 2, the logs as they stood.
-    fn receive(&mut self, obs: &mut [O], extra: usize) -> &[u8] {
-        let (_, stdout) = self.pipes.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut tag = [0u8];
-        if stdout.read_exact(&mut tag).is_err() {
-            self.die(format!("{}: Gymnasium's process ended (see above)", self.id));
+        if payload.len() != head + obs_len * O::BYTES {
+            match payload.len().checked_sub(head) {
+                Some(values) if obs_len > 0 && values % O::BYTES == 0 => die(format!(
+                    "wrong observation size: {id} returned an observation of {} values {when}; its space has {obs_len}",
+                    values / O::BYTES
+                )),
+                _ => die(garbled(id, tag, payload.len(), what)),
+            }
         }
-        if tag[0] == b'e' {
-            let mut len = [0u8; 8];
-            let _ = stdout.read_exact(&mut len);
-            let mut msg = vec![0u8; u64::from_le_bytes(len) as usize];
-            let _ = stdout.read_exact(&mut msg);
-            self.die(String::from_utf8_lossy(&msg).into_owned());
-        }
-        let obs_bytes = if self.answer_has_obs { O::BYTES * self.obs_len } else { 0 };
-        self.buf.resize(obs_bytes + extra, 0);
-        if stdout.read_exact(&mut self.buf).is_err() {
-            self.die(format!("{}: Gymnasium's process ended mid-answer", self.id));
-        }
-        // an empty `obs`: the caller drops the observation
-        for (o, b) in obs.iter_mut().zip(self.buf[..obs_bytes].chunks_exact(O::BYTES)) {
+        for (o, b) in obs.iter_mut().zip(payload[head..].chunks_exact(O::BYTES)) {
             *o = O::from_le(b);
         }
-        &self.buf[obs_bytes..]
-    }
-
-    fn die(&mut self, msg: String) -> ! {
-        let _ = self.child.kill();
-        let _ = std::io::stderr().write_all(format!("error: {msg}\n").as_bytes());
-        std::process::exit(2)
+        if let Some(i) = obs.iter().position(|o| !o.is_finite()) {
+            let value = obs[i].to_string().to_lowercase();
+            die(format!("non-finite observation: {id} returned {value} {when} (value {} of {obs_len})", i + 1));
+        }
+        let mut out = [0u8; 18];
+        out[..head].copy_from_slice(&payload[..head]);
+        out
     }
 }
 
-static IN_PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+static IN_PYTHON: OnceLock<String> = OnceLock::new();
 
 /// Records, once per process, that its envs run in Python: the device line says so ([`in_python`]).
 fn announce(id: &str, python: &std::path::Path) {
@@ -334,42 +745,52 @@ impl<O: Observation> Env for Gymnasium<O> {
     type Obs = O;
 
     fn observation_space(&self) -> Space {
-        self.observation_space.clone()
+        self.description.observation_space.clone()
     }
 
     fn action_space(&self) -> Space {
-        self.action_space.clone()
+        self.description.action_space.clone()
     }
 
+    /// The seed as it is, a u64 (a flag byte says whether there is one).
     fn reset(&mut self, seed: Option<u64>, obs: &mut [O]) {
-        let seed = seed.map_or(-1, |s| s.min(i64::MAX as u64) as i64);
-        let command = [&b"r"[..], &seed.to_le_bytes()].concat();
+        let mut command = [0u8; 10];
+        command[0] = b'r';
+        command[1] = seed.is_some() as u8;
+        command[2..].copy_from_slice(&seed.unwrap_or(0).to_le_bytes());
+        let steps = self.steps;
+        self.worker.get_mut().unwrap_or_else(PoisonError::into_inner).send(&command, What::Reset, steps);
         self.answer_has_obs = true;
-        let tail = self.call(&command, obs, 8);
-        self.lives = lives(tail);
+        let head = self.receive(What::Reset, 8, obs);
+        self.lives = lives(&head[..8]);
     }
 
     fn lives(&self) -> u32 {
         self.lives
     }
 
-    /// gymnasium's `render()` of an env made with `render_mode="rgb_array"` (`None` for one that draws nothing)
+    /// gymnasium's `render()` of an env made with `render_mode="rgb_array"` (`None` for one that draws nothing);
+    /// an exception ends the run, as a step's does.
     fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
-        let mut pipes = self.pipes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let (stdin, stdout) = &mut *pipes;
-        stdin.write_all(b"v").and_then(|()| stdin.flush()).ok()?;
-        let mut tag = [0u8];
-        stdout.read_exact(&mut tag).ok()?;
-        if tag[0] != b'f' {
-            return None; // 'n': nothing drawn ('e', an exception: the next step says it)
+        let mut worker = self.worker.lock().unwrap_or_else(PoisonError::into_inner);
+        worker.send(b"v", What::Render, self.steps);
+        let (tag, payload) = worker.receive(What::Render, self.steps);
+        let payload = &worker.answers.buf[payload];
+        match tag {
+            b'n' if payload.is_empty() => None,
+            b'f' if payload.len() >= 16 => {
+                let width = u64::from_le_bytes(payload[..8].try_into().ok()?) as usize;
+                let height = u64::from_le_bytes(payload[8..16].try_into().ok()?) as usize;
+                if payload.len() - 16 != width * height * 3 {
+                    let (id, bytes) = (&worker.id, payload.len() - 16);
+                    die(format!("wrong frame size: {id} drew {bytes} bytes for a frame of {width}x{height}x3"));
+                }
+                rgb.clear();
+                rgb.extend_from_slice(&payload[16..]);
+                Some((width, height))
+            }
+            other => die(garbled(&worker.id, other, payload.len(), What::Render)),
         }
-        let mut size = [0u8; 16];
-        stdout.read_exact(&mut size).ok()?;
-        let width = u64::from_le_bytes(size[..8].try_into().ok()?) as usize;
-        let height = u64::from_le_bytes(size[8..].try_into().ok()?) as usize;
-        rgb.resize(width * height * 3, 0);
-        stdout.read_exact(rgb).ok()?;
-        Some((width, height))
     }
 
     /// The step's command to Gymnasium's process; its answer is read by `step` (all envs' steps run at once).
@@ -382,10 +803,16 @@ impl<O: Observation> Env for Gymnasium<O> {
             self.start_step(action, !obs.is_empty());
         }
         self.pending = false;
-        let tail = self.receive(obs, 18);
-        let reward = f64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
-        let (terminated, truncated) = (tail[8] != 0, tail[9] != 0);
-        self.lives = lives(&tail[10..]);
+        self.steps += 1;
+        let head = self.receive(What::Step, 18, obs);
+        let reward = f64::from_le_bytes(head[..8].try_into().unwrap_or([0; 8]));
+        if !reward.is_finite() {
+            let id = &self.worker.get_mut().unwrap_or_else(PoisonError::into_inner).id;
+            let value = reward.to_string().to_lowercase();
+            die(format!("non-finite reward: {id} returned {value} at step {}", self.steps));
+        }
+        let (terminated, truncated) = (head[8] != 0, head[9] != 0);
+        self.lives = lives(&head[10..]);
         Step { reward, terminated, truncated, episode: None }
     }
 }
@@ -400,21 +827,16 @@ impl<O: Observation> Gymnasium<O> {
             Action::Discrete(a) => a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes())),
             Action::Continuous(a) => a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes())),
         }
-        self.send(&command);
+        // the step's number, for a line about a failure here: the step `step` will count
+        let steps = self.steps + 1;
+        self.worker.get_mut().unwrap_or_else(PoisonError::into_inner).send(&command, What::Step, steps);
         self.command = command;
         self.pending = true;
         self.answer_has_obs = with_obs;
     }
 }
 
-/// The lives an answer ends with (an i64), as `Env::lives` says them.
-fn lives(tail: &[u8]) -> u32 {
-    i64::from_le_bytes(tail[..8].try_into().expect("8 bytes")).clamp(0, u32::MAX as i64) as u32
-}
-
-impl<O: Observation> Drop for Gymnasium<O> {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The lives an answer holds (an i64), as `Env::lives` says them.
+fn lives(bytes: &[u8]) -> u32 {
+    i64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8])).clamp(0, u32::MAX as i64) as u32
 }

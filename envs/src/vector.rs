@@ -106,7 +106,7 @@ impl<T: Copy + Default + Send + Sync + 'static> VecEnv<T> {
 
     /// Resets every env; with a seed, env `i` is seeded with `seed + i` (as gymnasium does).
     pub fn reset(&mut self, seed: Option<u64>) {
-        self.reset_each(|i| seed.map(|s| s + i as u64));
+        self.reset_each(|i| seed.map(|s| s.wrapping_add(i as u64))); // the binaries keep --seed 2^32 below 2^64
     }
 
     /// Resets every env, env `i` with the seed `seed(i)` (none: it goes on from its own generator).

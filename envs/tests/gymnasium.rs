@@ -1,6 +1,8 @@
 //! `envs::gymnasium`: an env run in Gymnasium's own Python process is Gymnasium's, step for step: actions with a
 //! `Box` space (a MuJoCo env, Reacher-v4, and Pendulum-v1) and a `Discrete` one (Acrobot-v1) sent through the pipes
-//! give the observations, rewards and flags that Gymnasium gives for the same seed and actions in Python itself.
+//! give the observations, rewards and flags that Gymnasium gives for the same seed and actions in Python itself;
+//! seeds cross whole, a pipelined step is a plain one's twin, workers start in parallel, and only an id no one knows
+//! lists envs' ids.
 
 use envs::{Action, Env, Space};
 
@@ -116,8 +118,8 @@ fn minigrid_reads_its_image_view() {
     assert!(first.iter().all(|&x| x.fract() == 0.0 && (0.0..=10.0).contains(&x)), "{first:?}");
 }
 
-/// Gymnasium in Python for an image env: `gym.make(id)` (ale_py imported: it registers ALE's ids), reset with
-/// `seed`, then each action; per step a digest of the RGB frame (its byte sum and a position-weighted sum), the
+/// Gymnasium in Python for an image env: `gym.make(id, **kwargs)` (ale_py imported: it registers ALE's ids), reset
+/// with `seed`, then each action; per step a digest of the RGB frame (its byte sum and a position-weighted sum), the
 /// reward, the flags and ALE's lives, as JSON.
 const REPLAY_IMAGES: &str = r#"
 import json, sys
@@ -125,7 +127,7 @@ import numpy as np
 import gymnasium as gym
 import ale_py
 env_id, seed, actions = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
-env = gym.make(env_id)
+env = gym.make(env_id, **json.loads(sys.argv[4]))
 weights = None
 def digest(obs):
     global weights
@@ -150,9 +152,10 @@ fn digest(shape: &[usize], frame: &[u8]) -> serde_json::Value {
 }
 
 /// An image env read as images (`Gymnasium<u8>`, ppo_atari's `atari::Game` for an id ALE's v4 games do not name):
-/// ALE/Breakout-v5 through the pipes is Gymnasium's, frame for frame (RGB 210x160x3 as it is), with its rewards,
-/// flags and lives (`Env::lives`, for EpisodicLife) and FIRE among its actions (for FireReset); a step whose
-/// observation the caller drops (an empty buffer, as MaxAndSkip's skipped frames) is the same step.
+/// ALE/Breakout-v5 through the pipes is Gymnasium's made with frameskip=1 (the binaries' MaxAndSkip does the
+/// skipping), frame for frame (RGB 210x160x3 as it is), with its sticky actions, rewards, flags and lives
+/// (`Env::lives`, for EpisodicLife) and FIRE among its actions (for FireReset); a step whose observation the caller
+/// drops (an empty buffer, as MaxAndSkip's skipped frames) is the same step.
 #[test]
 fn an_image_env_is_gymnasiums_frame_for_frame() {
     let mut env = envs::atari::Game::new("ALE/Breakout-v5").expect("ale-py (scripts/setup installs it)");
@@ -160,9 +163,11 @@ fn an_image_env_is_gymnasiums_frame_for_frame() {
     let Space::Box { shape, .. } = env.observation_space() else { panic!("{}", env.observation_space()) };
     assert_eq!(shape, [210, 160, 3]);
     assert_eq!(env.action_space(), Space::Discrete(4));
-    let actions: Vec<i64> = (0..400).map(|t| [1, 2, 2, 3, 0, 3][t % 6]).collect();
+    // one frame an action, each held 4 frames: the game (5 lives, a brick hit) is over in 698
+    let actions: Vec<i64> = (0..1200).map(|t| [1, 2, 2, 3, 0, 3][t / 4 % 6]).collect();
+    let actions_json = serde_json::to_string(&actions).expect("json");
     let out = std::process::Command::new("../.venv/bin/python")
-        .args(["-c", REPLAY_IMAGES, "ALE/Breakout-v5", "5", &serde_json::to_string(&actions).expect("json")])
+        .args(["-c", REPLAY_IMAGES, "ALE/Breakout-v5", "5", &actions_json, r#"{"frameskip": 1}"#])
         .output()
         .expect("the set-up's Python (scripts/setup links .venv)");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -195,4 +200,98 @@ fn an_image_env_is_gymnasiums_frame_for_frame() {
     let last = &theirs[theirs.as_array().expect("rows").len() - 1];
     assert!(last[2] == true && last[4] == 0, "{last}");
     assert!(dropped > 50 && rewards > 0.0, "{dropped} dropped frames, rewards {rewards}");
+}
+
+/// The tests' own Gymnasium envs (envs/tests/pyenvs: `misbehaving:<Name>-v0`, ...) on the workers' PYTHONPATH.
+fn with_test_envs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| std::env::set_var("PYTHONPATH", concat!(env!("CARGO_MANIFEST_DIR"), "/tests/pyenvs")));
+}
+
+/// The seed an Echo env's observation says (its four 16-bit parts; `None`: reset without one).
+fn echoed_seed(obs: &[f32]) -> Option<u64> {
+    (obs[0] >= 0.0).then(|| (0..4).map(|k| (obs[k] as u64) << (16 * k)).sum())
+}
+
+/// Seeds cross the pipe as u64s: seeds of 2^63 and more reach each env whole (they were cut to i64::MAX, so that
+/// the envs of a VecEnv seeded so got one seed), and a reset without a seed is one.
+#[test]
+fn seeds_of_2_63_and_more_reach_each_env_whole() {
+    with_test_envs();
+    let made: Vec<_> = (0..3).map(|_| envs::make("misbehaving:Echo-v0").expect("made")).collect();
+    let mut v = envs::VecEnv::new(made);
+    for seed in [1u64 << 63, u64::MAX - 2, 7] {
+        v.reset(Some(seed));
+        let seeds: Vec<_> = v.obs.chunks(6).map(echoed_seed).collect();
+        assert_eq!(seeds, [Some(seed), Some(seed + 1), Some(seed + 2)]);
+    }
+    v.reset(None);
+    assert_eq!(v.obs.chunks(6).map(echoed_seed).collect::<Vec<_>>(), [None, None, None]);
+}
+
+/// A step sent first (`send_step`, as `VecEnv::step` sends every env's) and read by `step` is the plain step's
+/// twin, and so is a step whose observation the caller drops: the same observations, rewards and ends.
+#[test]
+fn a_pipelined_step_is_a_plain_steps_twin() {
+    with_test_envs();
+    let mut plain = envs::make("misbehaving:Echo-v0").expect("made");
+    let mut piped = envs::make("misbehaving:Echo-v0").expect("made");
+    let (mut a, mut b) = (vec![0f32; 6], vec![0f32; 6]);
+    plain.reset(Some(3), &mut a);
+    piped.reset(Some(3), &mut b);
+    for t in 0..20 {
+        let action = [(t % 3) as i64];
+        let one = plain.step(Action::Discrete(&action), &mut a);
+        let two = if t % 4 == 2 {
+            piped.step(Action::Discrete(&action), &mut []) // dropped: the next observation says it happened
+        } else {
+            piped.send_step(Action::Discrete(&action));
+            piped.step(Action::Discrete(&action), &mut b)
+        };
+        assert_eq!(one, two, "step {t}");
+        assert_eq!(one.reward, 10.0 * action[0] as f64 + a[4] as f64, "step {t}");
+        if t % 4 != 2 {
+            assert_eq!((a[4], a[5]), (b[4], b[5]), "step {t}");
+        }
+        if one.terminated {
+            plain.reset(None, &mut a);
+            piped.reset(None, &mut b);
+        }
+    }
+    assert_eq!(a[5], 19.0 % 3.0);
+}
+
+/// Workers start in parallel: envs of an id after its first do not wait for their Python to import and make the
+/// env (the first does: its failure is `make`'s error). 5 envs whose module takes 4 s to import are ready for
+/// their reset in about 8 s, where one after another they took 20.
+#[test]
+fn workers_start_in_parallel() {
+    with_test_envs();
+    let start = std::time::Instant::now();
+    let mut made: Vec<_> = (0..5).map(|_| envs::make("slowstart:SlowStart-v0").expect("made")).collect();
+    let mut obs = vec![0f32; 4];
+    for (i, env) in made.iter_mut().enumerate() {
+        env.reset(Some(i as u64), &mut obs);
+    }
+    let took = start.elapsed().as_secs_f64();
+    assert!(took < 16.0, "5 envs took {took:.1} s to start");
+}
+
+/// An id that neither envs nor Gymnasium knows is "unknown", with envs' own ids listed; any other failure of
+/// gymnasium.make is Gymnasium's reason, first and alone.
+#[test]
+fn only_an_id_no_one_knows_lists_the_known_ids() {
+    with_test_envs();
+    let error = |id: &str| envs::make(id).err().expect("an error").to_string();
+    let unknown = error("NoSuchEnv-v0");
+    let starts = "unknown env id 'NoSuchEnv-v0' (as Gymnasium's: gymnasium.make('NoSuchEnv-v0') failed: NameNotFound";
+    assert!(
+        unknown.starts_with(starts) && unknown.contains("; known ids: ") && unknown.contains("CartPole-v1"),
+        "{unknown}"
+    );
+    let failed = error("misbehaving:BadInit-v0");
+    let reason = "gymnasium.make('misbehaving:BadInit-v0') failed: ValueError: no level named 'seven'";
+    assert_eq!(failed, reason);
+    let forced = error("gymnasium:NoSuchEnv-v0");
+    assert!(forced.starts_with("unknown env id 'NoSuchEnv-v0' in Gymnasium: ") && !forced.contains("known ids"));
 }
