@@ -301,3 +301,12 @@ mod tests {
         }
     }
 }
+
+/// The host's memory available to a new allocation (`MemAvailable` of /proc/meminfo), in bytes; `None` where the
+/// kernel does not say.
+pub fn memory_available() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.trim_start_matches("MemAvailable:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}

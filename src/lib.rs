@@ -51,7 +51,7 @@ pub mod trace;
 
 pub use checkpoint::Start;
 pub use cli::{all_cores, parse_args, unix_time, Experiment, RunArgs};
-pub use device::{pick_device, torch_deterministic, Network};
+pub use device::{memory_available, pick_device, torch_deterministic, Network};
 pub use exit::{fail, says_bad_input};
 pub use host::{read_host, to_host, upload};
 pub use logs::{eval::play, Logged, RunLog};

@@ -26,8 +26,9 @@ fn metrics(r: &Run) -> (Table, Table) {
     (r.csv("updates.csv").without(&skip), r.csv("episodes.csv"))
 }
 
-/// Started without mpirun it is one process: `ppo_atari` exactly, the same metrics for the same
-/// arguments (`--local-num-envs` for `--num-envs`).
+/// Started without mpirun it is one process, and `ppo_atari`'s run for the same arguments (`--local-num-envs` for
+/// `--num-envs`): the same counts and episodes, every other value within rounding (`common::assert_close`). So is
+/// one rank forced through the all-reduce.
 #[test]
 fn one_process_is_ppo_atari() {
     let alone = run(BIN, &[&["--local-num-envs", "2"], SMALL].concat());
@@ -36,7 +37,7 @@ fn one_process_is_ppo_atari() {
     atari.assert_ok();
     let (ours, theirs) = (metrics(&alone), metrics(&atari));
     assert_eq!(ours.0.rows.len(), 8);
-    assert_eq!(ours.0.without(&["debug/max_approx_kl_of_ranks"]), theirs.0.without(&[]));
+    common::assert_close(&ours.0.without(&["debug/max_approx_kl_of_ranks"]), &theirs.0, 1e-3, "one rank");
     assert_eq!(ours.1, theirs.1, "episodes.csv");
     assert!(!ours.1.rows.is_empty(), "no Breakout game finished: the check is empty");
     let stdout = |r: &Run| String::from_utf8_lossy(&r.output.stdout).to_string();
@@ -49,7 +50,7 @@ fn one_process_is_ppo_atari() {
     let seconds = forced.csv("updates.csv").col("timing/allreduce_seconds");
     assert!(seconds.iter().all(|&s| s > 0.0), "the all-reduce ran: {seconds:?}");
     let forced = metrics(&forced);
-    assert_eq!(forced.0.without(&["debug/max_approx_kl_of_ranks"]), theirs.0.without(&[]));
+    common::assert_close(&forced.0.without(&["debug/max_approx_kl_of_ranks"]), &theirs.0, 1e-3, "all-reduced");
 }
 
 /// Two ranks: ratio 1 / clipfrac 0 at the first minibatch and a small KL on every rank (the logged

@@ -36,11 +36,11 @@ fn workers_of_episodes(r: &Run) -> std::collections::BTreeSet<u64> {
     r.csv("episodes.csv").col("worker").iter().map(|&w| w as u64).collect()
 }
 
-/// Alone it is `ppo_lstm`, metric for metric; one worker (`-np 2`) is too: worker 1 draws on from the
-/// learner's random stream, its envs are ppo_lstm's. The worker runs one libtorch thread, which
-/// changes the rollout's floats against a two-thread `ppo_lstm` (measured: 11 of 48 cells of 4
-/// updates, in the 7th digit or below), so that side runs with one thread too. Exact: both sides run on
-/// this machine with the same kernels (docs/tests.md, "What holds where").
+/// Alone it is `ppo_lstm`; one worker (`-np 2`) is too: worker 1 draws on from the learner's random stream, its
+/// envs are ppo_lstm's. The same counts and episodes, every other value within rounding (`common::assert_close`):
+/// two binaries are two computations. The worker runs one libtorch thread, which changes the rollout's floats
+/// against a two-thread `ppo_lstm` (measured: 11 of 48 cells of 4 updates, in the 7th digit or below), so that
+/// side runs with one thread too.
 #[test]
 fn alone_and_with_one_worker_it_is_ppo_lstm() {
     let args = [NO_VEL, &["--total-timesteps", "1024"]].concat();
@@ -53,8 +53,11 @@ fn alone_and_with_one_worker_it_is_ppo_lstm() {
     let want = metrics(&lstm);
     assert_eq!(want.0.rows.len(), 8);
     assert!(!want.1.rows.is_empty(), "no CartPole episode finished: the check is empty");
-    assert_eq!(metrics(&alone), want, "one process is ppo_lstm");
-    assert_eq!(metrics(&one_worker), want, "one worker is ppo_lstm");
+    for (r, what) in [(&alone, "one process"), (&one_worker, "one worker")] {
+        let (updates, episodes) = metrics(r);
+        assert_eq!(episodes, want.1, "{what}: the episodes");
+        eprintln!("{what}: largest difference {:.1e} of a scale", common::assert_close(&updates, &want.0, 1e-3, what));
+    }
     assert_eq!(workers_of_episodes(&alone), [0].into(), "alone, the process is worker 0");
     assert_eq!(workers_of_episodes(&one_worker), [1].into());
     let stdout = String::from_utf8_lossy(&one_worker.output.stdout).to_string();

@@ -119,14 +119,16 @@ fn sync_rows_pair_with_main_rows() {
     for (i, (loss, var)) in col("losses/l2_loss").iter().zip(col("losses/l2_loss_var")).enumerate() {
         assert!(loss.abs() <= 1e-7 && var <= 1e-12, "update {i}: L^2 {loss}, variance {var}");
     }
-    assert_eq!(col("losses/l2_approx_kl"), col("losses/l2_sync_approx_kl"));
+    for (main, sync) in col("losses/l2_approx_kl").iter().zip(col("losses/l2_sync_approx_kl")) {
+        assert!((main - sync).abs() <= 1e-7, "the main rows' KL {main}, the sync rows' {sync}: a rounding at most");
+    }
     assert!(col("losses/l1_loss_var").iter().all(|&v| v > 1e-7), "{:?}", col("losses/l1_loss_var"));
 }
 
-/// The reference's invariant: with one level, multilevel PPO is plain PPO. `ppo_multilevel` with one level logs
-/// the metrics and episodes of its parent, `ppo_ressim`, with the same settings, to the last bit: at the paper's
-/// settings (a shared trunk, SB3's early stop), and with ppo_continuous's normalization, CleanRL's stop and the
-/// adaptive rate (both run on this machine with the same kernels).
+/// The reference's invariant: with one level, multilevel PPO is plain PPO. `ppo_multilevel` with one level runs
+/// its parent, `ppo_ressim`, with the same settings: the same counts, every other value within rounding
+/// (`common::assert_close`; the returns are recovery factors, floats). At the paper's settings (a shared trunk,
+/// SB3's early stop), and with ppo_continuous's normalization, CleanRL's stop and the adaptive rate.
 #[test]
 fn one_level_is_its_parent() {
     let common = ["--env-id", "ResSim-case1", "--num-envs", "4", "--update-epochs", "3", "--seed", "3"];

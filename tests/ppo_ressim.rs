@@ -26,8 +26,9 @@ fn ratio_is_one_at_the_first_minibatch_and_returns_are_recovery_factors() {
 }
 
 /// What ppo_ressim adds to its parent is the paper's env flags, defaults, network and SB3's stop: given
-/// ppo_continuous's settings (two separate 64-64 networks, log std 0, its normalization, CleanRL's stop) it logs
-/// ppo_continuous's metrics and episodes on the same env and seed, to the last bit.
+/// ppo_continuous's settings (two separate 64-64 networks, log std 0, its normalization, CleanRL's stop) it runs
+/// ppo_continuous's run on the same env and seed: the same counts, every other value within rounding
+/// (`common::assert_close`; the returns are recovery factors, floats).
 #[test]
 fn with_the_parents_settings_it_is_the_parent() {
     let common = ["--env-id", "ResSim-case1", "--num-envs", "4", "--update-epochs", "3", "--seed", "3"];

@@ -26,31 +26,25 @@ fn metrics(r: &Run, seed: Option<f64>) -> (Table, Table) {
     }
 }
 
-/// `--num-seeds 1` is `ppo`: the same draws, layers and update, metric for metric and episode for
-/// episode, exactly (both on this machine, docs/tests.md "What holds where", both with one libtorch
-/// thread, `ppo`'s default), with or without a target KL. Exact where every matrix product of the
-/// rollout reaches MKL: with 8 envs. With 4 (the
-/// default), the value head's product in the rollout (4 x 64 x 1, below 400 multiply-adds) goes through
-/// ATen's own loop instead, whose last bit can differ from MKL's: the first update still agrees within
-/// 1e-5 relative, its counts exactly.
+/// Two computations of one run, `ppo_seeds --num-seeds 1` and `ppo`: batched products against plain ones, which MKL
+/// may round apart on another processor. Each update's values within this of the column's scale. Measured over
+/// 8 updates: 0 on an Intel Xeon, 3.0e-5 on an AMD EPYC (2026-12-01, docs/tests.md).
+const ONE_SEED_TOLERANCE: f64 = 1e-3;
+
+/// `--num-seeds 1` is `ppo`: the same episodes, the same counts, and the same update values within rounding, both on
+/// one libtorch thread. With `--target-kl` only the first update: past it a KL on either side of the threshold
+/// would part the runs.
 #[test]
 fn one_seed_is_ppo() {
-    for extra in [&[][..], &["--target-kl", "0.005"]] {
-        let args = [&["--total-timesteps", "8192", "--num-envs", "8", "--seed", "3"][..], extra].concat();
+    for (steps, envs, extra) in [("8192", "8", &[][..]), ("1024", "8", &["--target-kl", "0.005"]), ("512", "4", &[])] {
+        let args = [&["--total-timesteps", steps, "--num-envs", envs, "--seed", "3"][..], extra].concat();
         let (seeds, ppo) = (run(BIN, &[&args[..], ONE_SEED].concat()), run(PPO, &args));
-        seeds.assert_ok();
-        ppo.assert_ok();
-        let (updates, episodes) = metrics(&seeds, Some(3.0));
-        assert_eq!((updates.without(&["debug/nonfinite_at_update"]), episodes), metrics(&ppo, None), "{extra:?}");
-    }
-    let args = ["--total-timesteps", "512", "--seed", "3"];
-    let (seeds, ppo) = (run(BIN, &[&args[..], ONE_SEED].concat()), run(PPO, &args));
-    let ((a, a_episodes), (b, b_episodes)) = (metrics(seeds.assert_ok(), Some(3.0)), metrics(ppo.assert_ok(), None));
-    let a = a.without(&["debug/nonfinite_at_update"]);
-    assert_eq!((a.header.clone(), a_episodes), (b.header.clone(), b_episodes));
-    for name in &a.header {
-        let (x, y) = (a.col(name)[0], b.col(name)[0]);
-        assert!((x - y).abs() <= 1e-5 * y.abs().max(1e-3), "{name}: {x} vs ppo's {y}");
+        let ((a, a_episodes), (b, b_episodes)) =
+            (metrics(seeds.assert_ok(), Some(3.0)), metrics(ppo.assert_ok(), None));
+        assert_eq!(a_episodes, b_episodes, "{extra:?}: the episodes");
+        let drift =
+            common::assert_close(&a.without(&["debug/nonfinite_at_update"]), &b, ONE_SEED_TOLERANCE, "one seed");
+        eprintln!("{envs} envs {extra:?}: largest difference {drift:.1e} of a column's scale");
     }
 }
 
@@ -74,7 +68,10 @@ fn each_seed_starts_where_ppo_with_its_seed_starts() {
         let inits: Vec<&String> = ppo.keys().filter(|n| n.starts_with("init.")).collect();
         assert_eq!(inits.len(), 12, "{inits:?}");
         for name in inits {
-            assert!(seeds[name].get(k).equal(&ppo[name]), "seed {seed}: {name} is not ppo --seed {seed}'s");
+            // two binaries: the same init within rounding
+            let (ours, theirs) = (seeds[name].get(k), &ppo[name]);
+            let off = (&ours - theirs).abs().max().double_value(&[]) / theirs.abs().max().double_value(&[]).max(1e-3);
+            assert!(off <= 1e-6, "seed {seed}: {name} is not ppo --seed {seed}'s ({off:.1e} of its scale)");
         }
         let first = |obs: &tch::Tensor| obs.narrow(0, 0, 4); // the first step's, env by env
         assert!(first(&seeds["rollout.obs"].get(k)).equal(&first(&ppo["rollout.obs"])), "seed {seed}'s envs");
@@ -413,6 +410,21 @@ fn a_non_finite_seed_stops_alone() {
     assert!(frozen_as_after_one(&dir), "seed 2's weights moved after a resume");
 }
 
+/// Seeds 5: once every seed has stopped non-finite the run ends at that update, exit code 1, with the last line
+/// saying so (a rate of 1e30 ends every seed's loss in the first updates).
+#[test]
+fn the_run_ends_when_no_seed_is_left() {
+    let r = run(BIN, &["--num-seeds", "2", "--learning-rate", "1e30", "--total-timesteps", "20480"]);
+    let stderr = r.stderr();
+    assert_eq!(r.output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.trim_end().lines().last().unwrap_or_default().contains("no seed was left"), "{stderr}");
+    let updates = r.csv("updates.csv");
+    let (iterations, stopped) = (updates.col("iteration"), updates.col("debug/nonfinite_at_update"));
+    let last = iterations.iter().copied().fold(0.0, f64::max);
+    assert!(last < 40.0, "the run went on to update {last} of 40");
+    assert_eq!(stopped.iter().copied().fold(0.0, f64::max), last, "it ends at the update the last seed stopped at");
+}
+
 /// Bad input: one line, exit code 2, nothing written.
 #[test]
 fn bad_input_is_one_line_exit_2() {
@@ -424,8 +436,9 @@ fn bad_input_is_one_line_exit_2() {
             (&["--num-minibatches", "3"], &[], "divisible by --num-minibatches (3)"),
             (&["--total-timesteps", "100"], &[], "below one batch"),
             (&["--env-id", "Pendulum-v1"], &[], "Pendulum-v1"),
-            // seed k's env e is --seed + k + e: a range past 2^64 - 1 would wrap to seed 0
-            (&["--num-seeds", "3", "--seed", "18446744073709551614"], &[], "past 2^64 - 1"),
+            (&["--num-seeds", "10000000"], &[], "the seeds need up to about"), // 1.8 TB, refused before any is made
+            // seed k's env e is --seed + k + e: the library keeps 2^32 seeds of room
+            (&["--num-seeds", "3", "--seed", "18446744069414584320"], &[], "must be at most 18446744069414584319"),
             (&[], &[("ENVS_NAN_REWARD", "5")], "ENVS_NAN_REWARD"), // the testing aid, malformed
         ],
     );
@@ -436,7 +449,7 @@ fn bad_input_is_one_line_exit_2() {
 /// their own in updates.csv and episodes.csv, each with its seed's digits; `plot` reads them.
 #[test]
 fn seeds_near_2_to_the_64_are_written_exactly() {
-    let (first, second) = ("18446744073709551612", "18446744073709551613");
+    let (first, second) = ("18446744069414584318", "18446744069414584319"); // the largest two --seed takes
     let args = ["--num-seeds", "2", "--num-envs", "2", "--seed", first, "--total-timesteps", "512"];
     let r = run(BIN, &args);
     r.assert_ok();

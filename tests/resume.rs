@@ -89,8 +89,8 @@ fn run_dir(dir: &Path) -> PathBuf {
     runs.into_iter().next().expect("one run")
 }
 
-/// updates.csv without the columns that measure time, and episodes.csv: a resumed run and an
-/// uninterrupted one compare exactly, both on this machine with the same kernels.
+/// updates.csv without the columns that measure time, and episodes.csv: two resumes from one checkpoint compare
+/// exactly, the same binary, flags and threads run twice.
 fn metrics(run: &Path) -> (Table, Table) {
     let updates = Table::read(&run.join("updates.csv"));
     let timing: Vec<&str> = updates.header.iter().map(String::as_str).filter(|h| h.starts_with("timing/")).collect();

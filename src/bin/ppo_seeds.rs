@@ -84,10 +84,30 @@ struct Args {
 // whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
 ppo_details::experiment!(Args, torch_on_all_cores, check = seeds_fit); // Seeds 1: batched ops: torch on every core
 
-/// Seeds 2: seed k's env e is seeded with --seed + k + e, as `ppo --seed k`'s env e: the last must fit in 64 bits
+/// Seeds 2: seed k's env e is seeded with --seed + k + e, as `ppo --seed k`'s env e: the last must fit in 64 bits.
+/// Seeds 1: every seed's weights, gradients, Adam moments and rollout must fit in memory, refused before any is made.
 fn seeds_fit(a: &Args) -> Result<(), String> {
     let last = a.run.seed.checked_add((a.num_seeds - 1 + a.num_envs - 1) as u64);
-    last.map(|_| ()).ok_or(format!("--seed {}: the seeds' envs would be seeded past 2^64 - 1: lower it", a.run.seed))
+    last.ok_or(format!("--seed {}: the seeds' envs would be seeded past 2^64 - 1: lower it", a.run.seed))?;
+    let Ok(env) = envs::make(&a.env_id) else { return Ok(()) }; // main names what is wrong with the id
+    let (Space::Box { shape, .. }, Space::Discrete(n)) = (env.observation_space(), env.action_space()) else {
+        return Ok(());
+    };
+    let (obs, n) = (shape.iter().product::<usize>() as f64, n as f64);
+    let weights = 2.0 * (obs * 64.0 + 64.0 + 64.0 * 64.0 + 64.0) + 65.0 * n + 65.0; // Agent's two MLPs
+    let rollout = (a.num_envs * a.num_steps) as f64 * (2.0 * obs + 8.0); // obs, returns, advantages, ... as f32
+    let gb = a.num_seeds as f64 * (4.0 * weights + rollout) * 4.0 / 1e9;
+    match ppo_details::memory_available() {
+        Some(free) if gb > free as f64 / 1e9 => Err(format!(
+            "--num-seeds {}: the seeds need up to about {gb:.1} GB of memory; this machine has {:.1} GB free",
+            a.num_seeds,
+            free as f64 / 1e9
+        )),
+        _ if gb > 1.0 => {
+            Ok(println!("{} seeds: up to about {gb:.1} GB of weights, Adam state and rollout", a.num_seeds))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordVideo` (for env 0) and `RecordEpisodeStatistics`.
@@ -415,6 +435,9 @@ fn main() {
         trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
         log.update(&row, &loss, envs.take_step_seconds(), learning_start);
         log.checkpoint(&optimizer, &[]);
+        if optimizer.stopped_at().iter().all(|&at| at > 0) {
+            break; // Seeds 5: no seed is left to train
+        }
     }
 
     if args.run.save_model {

@@ -45,11 +45,14 @@ impl RunLog {
         let stopped: Vec<String> = (self.seeds.iter().filter(|seed| seed.stopped_at > 0))
             .map(|seed| format!("{} (at update {})", seed.seed, seed.stopped_at))
             .collect();
-        let dir = self.dir.display().to_string();
+        let (dir, self_seeds) = (self.dir.display().to_string(), self.seeds.len());
         drop(self);
+        let all = stopped.len() == self_seeds;
         if !stopped.is_empty() {
             let seeds = stopped.join(", ");
-            fail(1, format!("seeds stopped non-finite: {seeds}; the other seeds ran to the end; all are in {dir}"));
+            let others =
+                if all { "no seed was left, so the run ended there" } else { "the other seeds ran to the end" };
+            fail(1, format!("seeds stopped non-finite: {seeds}; {others}; all are in {dir}"));
         }
     }
 }
