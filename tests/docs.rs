@@ -1,7 +1,19 @@
-//! What README.md and docs/*.md say is what the code does: their commands run, the names they cite exist,
-//! every refusal they state is shown as the binary prints it, and every "is the same" names the test that shows
-//! it. (Line counts and diff sizes: tests/readme.rs; links: tests/links.rs; measured figures: the tests whose
-//! bounds they quote, e.g. tests/parity.rs's `the_docs_quote_these_bounds`.)
+//! What README.md and docs/*.md say is what the code does (docs/details.md, which tests/details.rs generates,
+//! aside). Five rules:
+//! - every command they show runs, and a `console` block's command prints what the block shows (below);
+//! - every name of ours they cite exists: a Rust path, a file, a flag, a logged column, an identifier;
+//! - every test they name exists: a code span `<file>.rs::<function>`, the file under `tests/` or `envs/tests/`
+//!   (or `src/`, `envs/src/` for the unit tests), names a function of that file marked `#[test]`, not `#[ignore]`d;
+//! - a sentence that says something is tested names its test so: it says so when it has one of [`SAYS_TESTED`] as
+//!   whole words, not after "not" or "never", nor before "suite";
+//! - a sentence that says "measured" (not after "not", "never", "yet" or "be") names its source, a date and a
+//!   processor: a code span that starts `scripts/`, `cargo ` or `target/release/`, or names a test; `YYYY-MM-DD`;
+//!   one of [`PROCESSORS`], or "processor" and "not recorded" (a figure older than this rule).
+//!
+//! The prose is cut into sentences: a paragraph or a list item ends one at `.`, `?` or `!` before a space or its
+//! end (not after "e.g.", "i.e.", "cf.", "vs.", nor before a lowercase letter); a table row is one sentence;
+//! headings, code blocks and HTML comments are not prose. The words are matched outside code spans and link
+//! targets, case aside. (Line counts and diff sizes: tests/readme.rs; links: tests/links.rs.)
 //!
 //! A command is a line of a code block (fenced `sh` or `console`, or indented four spaces) or an inline code span
 //! that starts as a command does (`cargo `, `scripts/`, `mpirun `, `target/release/`, `VAR=value `). Each is
@@ -21,8 +33,6 @@
 //!
 //! With `--nocapture` the test prints every command found, with its kind.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -36,9 +46,7 @@ const LONG_SCRIPTS: &[&str] =
 const NOT_RUN: &[(&str, &str)] = &[
     ("cargo test", "this suite, or a part of it"),
     ("UPDATE_SNAPSHOTS=1 cargo test", "rewrites the snapshots; this suite checks them"),
-    ("MKL_CBWR=COMPATIBLE cargo test", "this suite's snapshot test on another kernel path (.ci/run runs one)"),
     ("scripts/setup && cargo test --release", "this suite; .ci/run runs it"),
-    ("cargo clean", "removes the build"),
     ("cargo build --release", "the build: this suite's `cargo test --release` has built every binary"),
     ("scripts/setup --dev", "installs CleanRL's and the peers' Python packages (the network)"),
     ("scripts/setup --torch-index", "installs another libtorch (the network)"),
@@ -50,7 +58,6 @@ const NOT_RUN: &[(&str, &str)] = &[
     ("scripts/update-details", "rewrites docs/; tests/readme.rs and tests/details.rs check what it writes"),
     ("scripts/update-diffs", "rewrites diffs/; tests/diffs.rs checks what it writes"),
     ("scripts/reference-diffs", "needs CleanRL's checkout; tests/readme.rs runs it when REFERENCE_DIR is set"),
-    ("scripts/mujoco-offsets", "compiles against the wheel's headers; envs/tests check the offsets it prints"),
     ("scripts/compare_mujoco_versions.py", "compares another MuJoCo release, in a venv of its own (its header)"),
     ("cargo run --release -p envs --example atari_layers", "a benchmark of 90 s; the suite builds it"),
 ];
@@ -457,44 +464,10 @@ fn every_listed_command_is_still_shown() {
     assert!(stale.is_empty(), "NOT_RUN lists commands no page shows: {stale:?}");
 }
 
-/// Inline code spans of a page, outside code blocks (a span may go on over a line break, not past a paragraph):
-/// (the line it starts on, the span, its line break a space).
+/// The code spans of a page's prose and headings: (the line of the sentence it is in, the span).
 fn spans(page: &Path) -> Vec<(usize, String)> {
-    let text = std::fs::read_to_string(page).expect("a page");
-    let mut out = Vec::new();
-    let (mut in_block, mut indented, mut open) = (false, false, None::<(usize, String)>);
-    for (i, line) in text.lines().enumerate() {
-        let fence = line.trim_start().starts_with("```");
-        indented = (indented || i > 0 && text.lines().nth(i - 1).is_some_and(|l| l.trim().is_empty()))
-            && line.starts_with("    ")
-            && !line.trim_start().starts_with('-');
-        if fence {
-            in_block = !in_block;
-        }
-        if in_block || fence || indented || line.trim().is_empty() {
-            open = None; // a span does not go on past its paragraph
-            continue;
-        }
-        for (k, piece) in line.split('`').enumerate() {
-            if k > 0 {
-                // a backtick: a span opens or closes
-                open = match open.take() {
-                    Some((at, span)) => {
-                        out.push((at, span.trim().to_string()));
-                        None
-                    }
-                    None => Some((i + 1, String::new())),
-                };
-            }
-            if let Some((_, span)) = open.as_mut() {
-                span.push_str(piece);
-            }
-        }
-        if let Some((_, span)) = open.as_mut() {
-            span.push(' ');
-        }
-    }
-    out
+    let sentences = sentences(page, true);
+    sentences.iter().flat_map(|(line, s)| spans_of(s).map(|span| (*line, span.trim().to_string()))).collect()
 }
 
 /// Every text file of the code: src/, envs/ (its sources, examples and tests), tests/*.rs, scripts/, .ci/.
@@ -667,146 +640,210 @@ fn every_name_cited_exists() {
     assert!(missing.is_empty(), "names the docs cite that the code does not have:\n{}", missing.join("\n"));
 }
 
-/// What a sentence says that a test must show: that two runs are the same, or that an input is refused.
-const CLAIMS: &[&str] = &[
-    "bit for bit",
-    "metric for metric",
-    "to the bit",
-    "to the step",
-    "identical",
-    " equals ",
-    "the same metrics",
-    "same result",
-    "is refused",
-    "are refused",
-    "refused in one line",
-];
+/// What says that something is tested, as whole words.
+const SAYS_TESTED: &[&str] =
+    &["tested", "a test", "the test", "its test", "unit test", "unit tests", "tests check", "tests show", "checked by"];
 
-/// The paragraphs of a page (list items apart), each with its first line and whether a `console` block follows it.
-fn paragraphs(page: &Path) -> Vec<(usize, String, bool)> {
+/// What names the processor a figure was measured on, as a whole word.
+const PROCESSORS: &[&str] =
+    &["Intel", "AMD", "Xeon", "EPYC", "Ryzen", "Apple", "NVIDIA", "A100", "H100", "H200", "GPU"];
+
+/// The sentences of a page's prose, as the module's header cuts them, and with `headings` each heading as one:
+/// (the line each starts on, the sentence).
+fn sentences(page: &Path, headings: bool) -> Vec<(usize, String)> {
     let text = std::fs::read_to_string(page).expect("a page");
-    let mut out: Vec<(usize, String, bool)> = Vec::new();
-    let mut current: Option<(usize, String)> = None;
-    let mut in_block = false;
-    for (i, line) in text.lines().enumerate() {
-        let fence = line.trim_start().starts_with("```");
-        if fence && !in_block && line.contains("console") {
-            if let Some(last) = out.last_mut().filter(|_| current.is_none()) {
-                last.2 = true;
-            }
-            if let Some((at, p)) = current.take() {
-                out.push((at, p, true));
-            }
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut out, mut unit) = (Vec::new(), Vec::new());
+    let (mut fence, mut indented) = (false, false);
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim();
+        fence ^= t.starts_with("```");
+        indented =
+            (indented || i > 0 && lines[i - 1].trim().is_empty()) && line.starts_with("    ") && !t.starts_with('-');
+        let numbered = t.split_once(". ").is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+        let not_prose = fence || t.starts_with("```") || indented || t.starts_with('#') || t.starts_with("<!--");
+        if not_prose || t.is_empty() || t.starts_with('|') || t.starts_with("- ") || t.starts_with("* ") || numbered {
+            out.extend(cut(&unit));
+            unit.clear();
         }
-        if fence {
-            in_block = !in_block;
-            continue;
-        }
-        if in_block {
-            continue;
-        }
-        let item = line.trim_start().starts_with("- ") || line.starts_with('#') || line.starts_with('|');
-        if line.trim().is_empty() || item {
-            if let Some((at, p)) = current.take() {
-                out.push((at, p, false));
-            }
-        }
-        if !line.trim().is_empty() {
-            let (_, p) = current.get_or_insert((i + 1, String::new()));
-            p.push(' ');
-            p.push_str(line.trim());
+        if t.starts_with('|') && !not_prose || headings && t.starts_with('#') && !fence && !indented {
+            out.push((i + 1, t.to_string()));
+        } else if !not_prose && !t.is_empty() {
+            unit.push((i + 1, t));
         }
     }
-    out.extend(current.map(|(at, p)| (at, p, false)));
+    out.extend(cut(&unit));
     out
 }
 
+/// A paragraph or list item (its lines, each with its number) cut into sentences.
+fn cut(unit: &[(usize, &str)]) -> Vec<(usize, String)> {
+    let (mut text, mut starts) = (String::new(), Vec::new());
+    for (line, piece) in unit {
+        text.push_str(if text.is_empty() { "" } else { " " });
+        starts.push((text.len(), *line));
+        text.push_str(piece);
+    }
+    let blanked = blank_code(&text);
+    let line_at = |at: usize| starts.iter().rev().find(|(o, _)| *o <= at).map_or(0, |(_, l)| *l);
+    let (mut out, mut start) = (Vec::new(), 0);
+    for (at, c) in blanked.char_indices().filter(|(_, c)| matches!(c, '.' | '?' | '!')) {
+        let rest = &blanked[at + 1..];
+        let word = blanked[..at].rsplit([' ', '(']).next().unwrap_or("").to_lowercase();
+        if rest.starts_with(|c: char| !c.is_whitespace())
+            || rest.trim_start().starts_with(char::is_lowercase)
+            || c == '.' && ["e.g", "i.e", "cf", "vs"].contains(&word.as_str())
+        {
+            continue;
+        }
+        let sentence = text[start..=at].trim();
+        out.push((line_at(at + 1 - sentence.len()), sentence.to_string()));
+        start = at + 1;
+    }
+    let sentence = text[start..].trim();
+    if !sentence.is_empty() {
+        out.push((line_at(text.len() - sentence.len()), sentence.to_string()));
+    }
+    out
+}
+
+/// `text` with every byte of its code spans' contents and its links' targets an `x`.
+fn blank_code(text: &str) -> String {
+    let (mut out, mut span, mut target, mut last) = (String::new(), false, false, ' ');
+    for c in text.chars() {
+        if c == '`' && !target {
+            span = !span;
+        } else if !span && last == ']' && c == '(' {
+            target = true;
+        } else if target && c == ')' {
+            target = false;
+        } else if span || target {
+            out.push_str(&"x".repeat(c.len_utf8()));
+            last = 'x';
+            continue;
+        }
+        out.push(c);
+        last = c;
+    }
+    out
+}
+
+/// Whether `sentence` (blanked, lowercase) has `phrase` as whole words, not after a word of `unless_before` nor
+/// before one of `unless_after`.
+fn says(sentence: &str, phrase: &str, unless_before: &[&str], unless_after: &[&str]) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    let bare = |w: Option<&str>| w.unwrap_or("").trim_matches(|c: char| !c.is_alphanumeric()).to_string();
+    sentence.match_indices(phrase).any(|(at, _)| {
+        let (before, after) = (&sentence[..at], &sentence[at + phrase.len()..]);
+        !before.ends_with(word)
+            && !after.starts_with(word)
+            && !unless_before.contains(&bare(before.split_whitespace().next_back()).as_str())
+            && !unless_after.contains(&bare(after.split_whitespace().next()).as_str())
+    })
+}
+
+/// The code spans of a sentence (an unclosed one aside).
+fn spans_of(sentence: &str) -> impl Iterator<Item = &str> {
+    let pieces: Vec<&str> = sentence.split('`').collect();
+    let closed = pieces.len() - 1 + pieces.len() % 2; // an even count: the last piece is an unclosed span
+    pieces.into_iter().take(closed).skip(1).step_by(2)
+}
+
+/// The test a code span names (`<file>.rs::<function>`, the file under tests/, envs/tests/, src/ or envs/src/):
+/// (the file, the function).
+fn named_test(span: &str) -> Option<(&str, &str)> {
+    let span = span.trim_end_matches("()");
+    let (stem, path) = span.split_once(".rs::")?;
+    let function = path.rsplit("::").next().unwrap_or(path);
+    let ours = ["tests/", "envs/tests/", "src/", "envs/src/"].iter().any(|d| stem.starts_with(d));
+    let ident = !function.is_empty() && function.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    (ours && ident).then(|| (&span[..stem.len() + 3], function))
+}
+
+/// Whether `file` has `fn function` with `#[test]` and no `#[ignore]` among the attributes right above it.
+fn is_a_test(file: &str, function: &str) -> bool {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    (0..lines.len()).any(|i| {
+        let above = lines[..i].iter().rev().take_while(|l| l.starts_with("#[") || l.starts_with("//"));
+        let attributes: Vec<&str> = above.filter(|l| l.starts_with("#[")).copied().collect();
+        lines[i].trim_start_matches("pub ").starts_with(&format!("fn {function}("))
+            && attributes.iter().any(|a| a.starts_with("#[test]"))
+            && !attributes.iter().any(|a| a.contains("ignore"))
+    })
+}
+
 #[test]
-fn every_same_and_refused_names_what_shows_it() {
-    // the suite's tests, and the library's and envs' unit tests
-    let tests: String = code_files().into_iter().map(|(_, t)| t).filter(|t| t.contains("#[test]")).collect();
-    let mut unshown = Vec::new();
+fn every_test_named_is_a_test_that_runs() {
+    let mut wrong = Vec::new();
     for page in pages() {
-        for (line, text, console) in paragraphs(&page) {
-            let lower = text.to_lowercase();
-            let Some(claim) = CLAIMS.iter().find(|c| lower.contains(*c)) else { continue };
-            let names_a_test = text.contains("tests/")
-                || text.split('`').skip(1).step_by(2).any(|s| s.contains('_') && has_word(&tests, &format!("fn {s}")));
-            if !names_a_test && !console {
-                unshown.push(format!("{}:{line}: \"{claim}\" in: {}", page.display(), &text[..text.len().min(160)]));
+        for (line, span) in spans(&page) {
+            if named_test(&span).is_some_and(|(file, function)| !is_a_test(file, function)) {
+                wrong.push(format!("{}:{line}: `{span}`", page.display()));
             }
         }
     }
     assert!(
-        unshown.is_empty(),
-        "sentences that say two runs are the same or an input is refused, naming no test (tests/<file>.rs or a test's \
-         name) and showing no `console` block:\n{}",
-        unshown.join("\n")
+        wrong.is_empty(),
+        "tests the docs name that are no #[test] fn of their file, or are #[ignore]d:\n{}",
+        wrong.join("\n")
     );
 }
 
-/// What marks a measured figure: a ratio (`1.13×`, not a shape's `3×3`), a speed or a time after a number.
-fn measures(text: &str) -> bool {
-    let chars: Vec<char> = text.chars().collect();
-    let ratio = (1..chars.len()).any(|i| {
-        chars[i] == '×' && chars[i - 1].is_ascii_digit() && !chars.get(i + 1).is_some_and(|c| c.is_ascii_digit())
-    });
-    let after_number = |unit: &str| {
-        text.match_indices(unit).any(|(at, _)| {
-            let before = text[..at].trim_end_matches(' ');
-            before.ends_with(|c: char| c.is_ascii_digit() || c == 'k')
-                && before.trim_end_matches('k').ends_with(|c: char| c.is_ascii_digit())
-        })
-    };
-    ratio || ["SPS", "steps/s", "s per ", "GFLOP/s", "µs", "ms per"].iter().any(|u| after_number(u))
-}
-
-/// The sections of a page (a heading and what follows it up to the next): (its first line, its text).
-fn sections(page: &Path) -> Vec<(usize, String)> {
-    let text = std::fs::read_to_string(page).expect("a page");
-    let mut out: Vec<(usize, String)> = vec![(1, String::new())];
-    for (i, line) in text.lines().enumerate() {
-        if line.starts_with('#') {
-            out.push((i + 1, String::new()));
-        }
-        let last = out.last_mut().expect("a section");
-        last.1.push_str(line);
-        last.1.push('\n');
-    }
-    out
-}
-
-/// Every section that states a measured figure (a speed, a ratio, a time) says how it was measured: the script or
-/// test that measures it, the date and the processor.
 #[test]
-fn every_measured_figure_carries_its_source() {
-    let processors = ["AMD", "Intel", "Xeon", "EPYC", "H100", "H200", "GPU"];
+fn every_sentence_that_says_tested_names_its_test() {
+    let mut unnamed = Vec::new();
+    for page in pages() {
+        for (line, sentence) in sentences(&page, false) {
+            let words = blank_code(&sentence).to_lowercase();
+            let tested = SAYS_TESTED.iter().find(|p| says(&words, p, &["not", "never"], &["suite"]));
+            if let Some(phrase) = tested.filter(|_| !spans_of(&sentence).any(|s| named_test(s).is_some())) {
+                unnamed.push(format!("{}:{line}: \"{phrase}\" in: {sentence}", page.display()));
+            }
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "sentences that say something is tested and name no test (`tests/<file>.rs::<function>`):\n{}",
+        unnamed.join("\n")
+    );
+}
+
+/// Whether `text` has a date `YYYY-MM-DD`.
+fn has_date(text: &str) -> bool {
+    text.as_bytes()
+        .windows(10)
+        .any(|w| (0..10).all(|i| if i == 4 || i == 7 { w[i] == b'-' } else { w[i].is_ascii_digit() }))
+}
+
+#[test]
+fn every_measured_figure_names_its_source_date_and_processor() {
     let mut bare = Vec::new();
     for page in pages() {
-        for (line, text) in sections(&page).iter().filter(|(_, t)| measures(t)) {
-            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-            // a script, a test, an example or a binary's command line measured it
-            let script = ["scripts/", "tests/", "--example", "`ppo", "`cargo run"].iter().any(|s| text.contains(s));
-            // or, for an old figure, that they were not kept
-            let unrecorded = text.contains("not recorded");
-            let date = text.as_bytes().windows(10).any(|w| {
-                w.iter().enumerate().all(|(i, b)| if i == 4 || i == 7 { *b == b'-' } else { b.is_ascii_digit() })
-                    && w.starts_with(b"20")
-            }) || unrecorded;
-            let processor = processors.iter().any(|p| text.contains(p)) || unrecorded;
-            if !(script && date && processor) {
-                let missing: Vec<&str> = [(script, "a script"), (date, "a date"), (processor, "a processor")]
+        for (line, sentence) in sentences(&page, false) {
+            let words = blank_code(&sentence);
+            if !says(&words.to_lowercase(), "measured", &["not", "never", "yet", "be"], &[]) {
+                continue;
+            }
+            let source = spans_of(&sentence).any(|s| {
+                ["scripts/", "cargo ", "target/release/"].iter().any(|c| s.starts_with(c)) || named_test(s).is_some()
+            });
+            let unrecorded = says(&words, "processor", &[], &[]) && words.contains("not recorded");
+            let processor = unrecorded || PROCESSORS.iter().any(|p| says(&words, p, &[], &[]));
+            let missing: Vec<&str> =
+                [(source, "a source"), (has_date(&sentence), "a date"), (processor, "a processor")]
                     .iter()
                     .filter(|(has, _)| !has)
                     .map(|(_, what)| *what)
                     .collect();
-                bare.push(format!("{}:{line}: no {}", page.display(), missing.join(", ")));
+            if !missing.is_empty() {
+                bare.push(format!("{}:{line}: no {}: {sentence}", page.display(), missing.join(", ")));
             }
         }
     }
     assert!(
         bare.is_empty(),
-        "sections with measured figures that do not say how they were measured:\n{}",
+        "sentences that say \"measured\" and do not name the script (or test), the date and the processor:\n{}",
         bare.join("\n")
     );
 }
