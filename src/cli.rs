@@ -162,6 +162,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 300.0, value_parser = crate::flags::positive)]
     #[serde(default = "env_timeout_default")] // an args.json from before the flag
     pub env_timeout: f64,
+    /// keyword arguments for gymnasium.make, a JSON object, for a Gymnasium env (e.g. '{"continuous": true}')
+    #[arg(long, default_value = "{}", value_name = "JSON", value_parser = crate::flags::json_object)]
+    #[serde(default)] // an args.json from before the flag: none
+    pub env_kwargs: serde_json::Map<String, serde_json::Value>,
 }
 
 fn env_timeout_default() -> f64 {
@@ -196,6 +200,13 @@ pub fn parse_args<A: Experiment>() -> A {
     // --env-timeout: how long a Gymnasium env's worker may take to answer, before any env is made
     let env_timeout = std::time::Duration::try_from_secs_f64(args.run().env_timeout);
     envs::gymnasium::set_timeout(env_timeout.unwrap_or(std::time::Duration::MAX));
+    // --env-kwargs: gymnasium.make's, for the envs envs::make and atari::Game make in Gymnasium
+    let kwargs = &args.run().env_kwargs;
+    if !kwargs.is_empty() {
+        envs::check_kwargs(A::NAME, args.env_id()).unwrap_or_else(|e| fail(2, e));
+    }
+    let kwargs = serde_json::Value::Object(kwargs.clone()).to_string();
+    envs::gymnasium::set_kwargs(&kwargs).unwrap_or_else(|e| fail(2, e));
     if std::env::var_os("PPO_PARSE_ONLY").is_some() {
         // tests/cleanrl_args.rs: the arguments as parsed, and nothing run
         println!("{}", serde_json::to_string(&args).unwrap_or_else(|e| fail(1, e.to_string())));
@@ -403,6 +414,10 @@ const RESUME_MAY_CHANGE: [&str; 7] =
 /// build whose args.json lacks one resumes with its default.
 const NO_EFFECT_ON_TRAINING: [&str; 2] = ["capture_video", "env_timeout"];
 
+/// Flags every binary has gained since runs were made, each with the value a run of an earlier build had in effect
+/// (as [`Experiment::ADDED_LATER`]): `--resume` reads a run whose args.json lacks one so.
+const SHARED_ADDED_LATER: [(&str, &str); 1] = [("env_kwargs", "{}")];
+
 /// The longest name a file may have here (Linux's and macOS's NAME_MAX, in bytes).
 const NAME_MAX: usize = 255;
 
@@ -478,7 +493,8 @@ fn as_words<A: Experiment>(saved: &serde_json::Value, dir: &std::path::Path) -> 
         let scalar = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
         let may_default = [&RESUME_MAY_CHANGE[..], &NO_EFFECT_ON_TRAINING, A::RESUME_MAY_CHANGE].concat().contains(&id);
         // a flag added since the run, which the binary says how earlier builds ran: that value
-        let earlier = A::ADDED_LATER.iter().find(|(flag, _)| *flag == id).map(|&(_, value)| value.into());
+        let earlier = A::ADDED_LATER.iter().chain(&SHARED_ADDED_LATER).find(|(flag, _)| *flag == id);
+        let earlier = earlier.map(|&(_, value)| value.into());
         let value = match saved.get(id).or(earlier.as_ref()) {
             None if may_default => continue, // a flag added since the run: its default changes nothing in training
             None => {

@@ -38,3 +38,16 @@ pub fn plain_name(s: &str) -> Result<String, String> {
     let plain = !s.is_empty() && !s.contains(['/', '\\']) && !s.contains("..");
     plain.then(|| s.to_string()).ok_or_else(|| "must be a plain name, without '/', '\\' or '..'".into())
 }
+
+/// `--env-kwargs`: a JSON object, `gymnasium.make`'s keyword arguments.
+pub fn json_object(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let kind = match serde_json::from_str(s) {
+        Ok(serde_json::Value::Object(kwargs)) => return Ok(kwargs),
+        Ok(serde_json::Value::Array(_)) => "a list",
+        Ok(serde_json::Value::String(_)) => "a string",
+        Ok(serde_json::Value::Null) => "null",
+        Ok(_) => "a scalar",
+        Err(e) => return Err(format!("not JSON ({e}); give an object, e.g. '{{\"continuous\": true}}'")),
+    };
+    Err(format!("{kind}, not a JSON object of gymnasium.make's keyword arguments, e.g. '{{\"continuous\": true}}'"))
+}

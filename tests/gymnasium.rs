@@ -127,6 +127,95 @@ fn what_cannot_run_is_one_line_exit_2() {
     );
 }
 
+/// `--env-kwargs` for an env that does not run in Gymnasium: one line that says how to run it there, or that the
+/// binary runs no Gymnasium env; exit code 2, no run directory.
+#[test]
+fn env_kwargs_for_a_native_env_are_one_line_exit_2() {
+    let kwargs = ["--env-kwargs", r#"{"continuous": true}"#];
+    let native = "--env-kwargs applies to Gymnasium's envs; CartPole-v1 runs natively: give gymnasium:CartPole-v1";
+    common::assert_bad_input(PPO, &[(&[&kwargs[..], &["--env-id", "CartPole-v1"]].concat(), &[], native)]);
+    let atari = "--env-kwargs applies to Gymnasium's envs; BreakoutNoFrameskip-v4 runs natively: give \
+                 gymnasium:BreakoutNoFrameskip-v4";
+    common::assert_bad_input(env!("CARGO_BIN_EXE_ppo_atari"), &[(&kwargs, &[], atari)]);
+    let none = "--env-kwargs applies to Gymnasium's envs; ppo_multidiscrete_mask runs none";
+    common::assert_bad_input(env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"), &[(&kwargs, &[], none)]);
+}
+
+/// `--env-kwargs` reaches `gymnasium.make` (`kwargs:Sized-v0`: a reward of 2.5 a step makes its 50-step episodes
+/// return 125, where its default gives 50), is in args.json, and `--resume` keeps it: the resumed episodes return
+/// 125 too, and another value given with `--resume` is refused.
+#[test]
+fn env_kwargs_reach_the_env_and_a_resume_keeps_them() {
+    let kwargs = r#"{"size": 7, "reward": 2.5}"#;
+    let returns = |r: &common::Run| r.csv("episodes.csv").col("charts/episodic_return");
+    let plain = ppo_on("kwargs:Sized-v0", &[]);
+    assert!(returns(plain.assert_ok()).iter().all(|&g| g == 50.0), "{:?}", returns(&plain));
+    let r = ppo_on("kwargs:Sized-v0", &["--env-kwargs", kwargs]);
+    let first = returns(r.assert_ok());
+    assert!(!first.is_empty() && first.iter().all(|&g| g == 125.0), "{first:?}");
+    let args: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(r.dir().join("args.json")).expect("args.json")).expect("json");
+    assert_eq!(args["env_kwargs"], serde_json::json!({"size": 7, "reward": 2.5}));
+    let resume = |more: &[&str]| {
+        let dir = r.dir().to_string_lossy().into_owned();
+        let args = [&["--cuda", "false", "--resume", &dir, "--total-timesteps", "2048"][..], more].concat();
+        let mut cmd = std::process::Command::new(PPO);
+        cmd.args(args).current_dir(r.workdir.path()).env("PYTHONPATH", PYENVS);
+        cmd.output().expect("ppo starts")
+    };
+    let other = resume(&["--env-kwargs", r#"{"reward": 1.0}"#]);
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    assert_eq!(other.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(r#"--env-kwargs {"reward":1.0} is not the run's {"#), "{stderr}");
+    let resumed = resume(&[]);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    let all = returns(&r);
+    assert!(all.len() > first.len() && all.iter().all(|&g| g == 125.0), "{all:?}");
+}
+
+/// `--env-kwargs` as a user gives it: LunarLander-v2 made with `continuous=True` has Box actions, which `ppo`
+/// refuses and `ppo_continuous` trains (two updates, ratio == 1 at each first minibatch, small KL).
+#[test]
+fn continuous_lunar_lander_through_env_kwargs() {
+    let kwargs = ["--env-id", "LunarLander-v2", "--env-kwargs", r#"{"continuous": true}"#];
+    common::assert_bad_input(PPO, &[(&kwargs, &[], "ppo needs 1-D and Discrete")]);
+    let small = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--num-minibatches", "2"];
+    let r = run(env!("CARGO_BIN_EXE_ppo_continuous"), &[&kwargs[..], &small].concat());
+    let updates = r.assert_ok().csv("updates.csv");
+    let columns = ["debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl"];
+    assert_ratio_one_and_small_kl(&updates, columns[0], columns[1], columns[2], 2);
+    assert_eq!(updates.col("iteration"), [1.0, 2.0]);
+}
+
+/// The Python of scripts/setup's Gymnasium 1.x venv (`.venv-gymnasium1`), checked to be there.
+fn gymnasium1() -> String {
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv-gymnasium1/bin/python");
+    assert!(std::path::Path::new(python).exists(), "{python} is missing: run scripts/setup, which makes it");
+    python.to_string()
+}
+
+/// Gymnasium 1.x in a Python of the user's own: `PPO_DETAILS_PYTHON` names it, and `ppo` trains its LunarLander-v3
+/// (1.x's id; 0.29 has v2) and its CartPole-v1 unchanged: two updates each, ratio == 1 at each first minibatch,
+/// small KL, episodes logged, the device line naming that Python.
+#[test]
+fn ppo_trains_on_gymnasium_1x_through_ppo_details_python() {
+    let python = gymnasium1();
+    let small = ["--num-envs", "4", "--num-steps", "128", "--total-timesteps", "1024"];
+    for id in ["LunarLander-v3", "gymnasium:CartPole-v1"] {
+        let r = run_with_env(PPO, &[&["--env-id", id][..], &small].concat(), &[("PPO_DETAILS_PYTHON", &python)]);
+        let updates = r.assert_ok().csv("updates.csv");
+        let columns = ["debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl"];
+        assert_ratio_one_and_small_kl(&updates, columns[0], columns[1], columns[2], 2);
+        let stdout = String::from_utf8_lossy(&r.output.stdout);
+        let name = id.trim_start_matches("gymnasium:");
+        assert!(
+            stdout.contains(&format!("{name} runs in Gymnasium, one Python process per env ({python})")),
+            "{stdout}"
+        );
+        assert!(!r.csv("episodes.csv").col("charts/episodic_return").is_empty(), "{id}: no episode ended");
+    }
+}
+
 /// ppo_atari (and ppo_atari_multigpu, alone) on a Gymnasium image env: ALE/Breakout-v5 is not one of the native v4
 /// ids, so Gymnasium's (ale-py registers it): CleanRL's wrappers around its RGB frames (its lives for EpisodicLife,
 /// FIRE for FireReset), the Nature CNN on the 4x84x84 stack; two updates, ratio == 1, small KL, episodes logged,

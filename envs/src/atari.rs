@@ -239,9 +239,19 @@ pub struct Game {
 }
 
 impl Game {
+    /// The game, a Gymnasium env made with [`crate::gymnasium::set_kwargs`]'s keyword arguments.
     pub fn new(env_id: &str) -> Result<Game, EnvError> {
-        use crate::gymnasium::{Gymnasium, PREFIX};
+        Game::new_with(env_id, &crate::gymnasium::kwargs())
+    }
+
+    /// [`Game::new`] with `gymnasium.make`'s keyword arguments for a Gymnasium env, a JSON object, over those of
+    /// ALE's v5 ids (`{"frameskip": 1}`: a key in both is the caller's); a native game given some is an error.
+    pub fn new_with(env_id: &str, kwargs: &str) -> Result<Game, EnvError> {
+        use crate::gymnasium::{merge_kwargs, Gymnasium, PREFIX};
         if rom_name(env_id).is_some() {
+            if !crate::gymnasium::kwargs_object(kwargs)?.is_empty() {
+                return Err(crate::gymnasium::native_takes_no_kwargs(env_id));
+            }
             let env = AtariEnv::new(env_id)?;
             return Ok(Game { has_fire: env.has_fire(), inner: Box::new(env) });
         }
@@ -250,10 +260,11 @@ impl Game {
         // the stack's skip is the only one, as on <Game>NoFrameskip-v4; v5's sticky actions stay
         // (repeat_action_probability=0.25, v5's default)
         let id = env_id.strip_prefix(PREFIX).unwrap_or(env_id);
-        let kwargs = if id.starts_with("ALE/") && id.ends_with("-v5") { r#"{"frameskip": 1}"# } else { "{}" };
+        let own = if id.starts_with("ALE/") && id.ends_with("-v5") { r#"{"frameskip": 1}"# } else { "{}" };
+        let kwargs = merge_kwargs(own, kwargs)?;
         let env = match env_id.strip_prefix(PREFIX) {
-            Some(id) => Gymnasium::<u8>::new_with(id, kwargs)?,
-            None => Gymnasium::<u8>::unknown_here_with(env_id, kwargs)?,
+            Some(id) => Gymnasium::<u8>::new_with(id, &kwargs)?,
+            None => Gymnasium::<u8>::unknown_here_with(env_id, &kwargs)?,
         };
         Ok(Game { has_fire: env.has_fire(), inner: Box::new(env) })
     }

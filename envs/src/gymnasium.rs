@@ -210,6 +210,51 @@ pub fn set_timeout(limit: Duration) {
     TIMEOUT_MS.store(limit.as_millis().min(u64::MAX as u128) as u64, Ordering::Relaxed);
 }
 
+/// A JSON object: `gymnasium.make`'s keyword arguments.
+type Kwargs = serde_json::Map<String, serde_json::Value>;
+
+/// The keyword arguments of `gymnasium.make` for the envs [`crate::make`] and [`crate::atari::Game::new`] make in
+/// Gymnasium (`--env-kwargs`); none until set.
+static KWARGS: Mutex<Option<Kwargs>> = Mutex::new(None);
+
+/// A JSON object of keyword arguments, or the error that says it is none.
+pub(crate) fn kwargs_object(json: &str) -> Result<Kwargs, EnvError> {
+    serde_json::from_str(json)
+        .map_err(|_| EnvError(format!("gymnasium.make's keyword arguments are a JSON object, not {json}")))
+}
+
+/// Sets the keyword arguments that [`crate::make`] and [`crate::atari::Game::new`] pass to `gymnasium.make`, a JSON
+/// object (`{"continuous": true}`); anything else is an error, and nothing is set.
+pub fn set_kwargs(kwargs: &str) -> Result<(), EnvError> {
+    let kwargs = kwargs_object(kwargs)?;
+    *KWARGS.lock().unwrap_or_else(PoisonError::into_inner) = Some(kwargs);
+    Ok(())
+}
+
+/// The keyword arguments [`set_kwargs`] set, a JSON object (`{}` until set).
+pub fn kwargs() -> String {
+    let kwargs = KWARGS.lock().unwrap_or_else(PoisonError::into_inner);
+    serde_json::Value::Object(kwargs.clone().unwrap_or_default()).to_string()
+}
+
+/// Whether [`set_kwargs`] set any keyword argument.
+pub fn has_kwargs() -> bool {
+    KWARGS.lock().unwrap_or_else(PoisonError::into_inner).as_ref().is_some_and(|k| !k.is_empty())
+}
+
+/// The error for keyword arguments given to an env that envs implements: Gymnasium's takes them.
+pub(crate) fn native_takes_no_kwargs(id: &str) -> EnvError {
+    EnvError(format!("--env-kwargs applies to Gymnasium's envs; {id} runs natively: give {PREFIX}{id}"))
+}
+
+/// `defaults` with `kwargs` over them (a key in both: `kwargs`' value), both JSON objects: an env's own keyword
+/// arguments (ALE's v5 ids: `{"frameskip": 1}`) and the user's.
+pub fn merge_kwargs(defaults: &str, kwargs: &str) -> Result<String, EnvError> {
+    let mut merged = kwargs_object(defaults)?;
+    merged.extend(kwargs_object(kwargs)?);
+    Ok(serde_json::Value::Object(merged).to_string())
+}
+
 /// What a worker is asked to do, for the limit on its answer and the line that names a failure.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum What {

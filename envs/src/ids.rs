@@ -130,6 +130,20 @@ pub fn check_id(bin: &str, id: &str) -> Result<(), EnvError> {
     }))
 }
 
+/// With `--env-kwargs`: whether binary `bin`'s env `id` (one [`check_id`] passed) is Gymnasium's, which takes
+/// them; if not, a one-line error that says how to run it in Gymnasium, or that `bin` runs no Gymnasium env.
+pub fn check_kwargs(bin: &str, id: &str) -> Result<(), EnvError> {
+    if id.starts_with(crate::gymnasium::PREFIX) || !FAMILIES.iter().any(|f| f.contains(id)) {
+        return Ok(()); // Gymnasium's (check_id refused it where bin runs none)
+    }
+    match BINARIES.iter().any(|(name, _)| *name == bin) && !GYMNASIUM.contains(&bin) {
+        true => {
+            Err(EnvError(format!("--env-kwargs applies to Gymnasium's envs; {bin} runs none ({id} runs natively)")))
+        }
+        false => Err(crate::gymnasium::native_takes_no_kwargs(id)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +196,29 @@ mod tests {
                 assert_eq!(check_id(bin, id), Ok(()), "{bin} {id}");
             }
         }
+    }
+
+    /// `--env-kwargs` goes to Gymnasium's envs: a native id is refused, naming its `gymnasium:` twin where the
+    /// binary runs Gymnasium's envs.
+    #[test]
+    fn kwargs_are_for_gymnasiums_envs() {
+        for (bin, id) in [("ppo", "LunarLander-v3"), ("ppo", "gymnasium:CartPole-v1"), ("ppo_atari", "ALE/Pong-v5")] {
+            assert_eq!(check_kwargs(bin, id), Ok(()), "{bin} {id}");
+        }
+        let refused = |bin: &str, id: &str| check_kwargs(bin, id).expect_err("an error").to_string();
+        assert_eq!(
+            refused("ppo", "CartPole-v1"),
+            "--env-kwargs applies to Gymnasium's envs; CartPole-v1 runs natively: give gymnasium:CartPole-v1"
+        );
+        assert_eq!(
+            refused("ppo_atari", "PongNoFrameskip-v4"),
+            "--env-kwargs applies to Gymnasium's envs; PongNoFrameskip-v4 runs natively: give \
+                gymnasium:PongNoFrameskip-v4"
+        );
+        assert_eq!(
+            refused("ppo_ressim", "ResSim-v1"),
+            "--env-kwargs applies to Gymnasium's envs; ppo_ressim runs none (ResSim-v1 runs natively)"
+        );
     }
 
     #[test]

@@ -25,7 +25,7 @@ mod wrappers;
 pub use check::check_env;
 pub use classic::{Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum};
 pub use env::{Action, Env, Episode, RecordEpisodeStatistics, Step, TimeLimit};
-pub use ids::{check_id, runs_gymnasium};
+pub use ids::{check_id, check_kwargs, runs_gymnasium};
 pub use spaces::Space;
 pub use vector::{FinishedEpisode, VecEnv};
 pub use video::RecordVideo;
@@ -94,17 +94,21 @@ fn no_velocity(indices: &'static [usize]) -> impl Fn(&mut [f32]) + Send {
 }
 
 /// `gym.make(id)`: the environment inside its `TimeLimit`, as gymnasium registers it. An id envs does not
-/// implement, or any id as `gymnasium:<id>`, is Gymnasium's own env in a Python process ([`gymnasium`]).
+/// implement, or any id as `gymnasium:<id>`, is Gymnasium's own env in a Python process ([`gymnasium`]), made with
+/// [`gymnasium::set_kwargs`]'s keyword arguments; a native env given some is an error.
 /// The ressim configurations (`ResSim-case1`, `ResSim-v1`) come on their finest level, with
 /// no time limit (their episodes end after 5 control steps); `ressim::make` gives other levels.
 pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
+    // --env-kwargs, for an env made by Gymnasium (gymnasium::set_kwargs)
+    let kwargs = gymnasium::kwargs();
     let env: Box<dyn Env<Obs = f32>> = match id.strip_prefix(gymnasium::PREFIX) {
-        Some(id) => Box::new(gymnasium::Gymnasium::<f32>::new(id)?),
+        Some(id) => Box::new(gymnasium::Gymnasium::<f32>::new_with(id, &kwargs)?),
         None => match make_env(id) {
             // an id envs does not implement: Gymnasium's, through the set-up's Python
             Err(unknown) if unknown == EnvError::unknown(id) => {
-                Box::new(gymnasium::Gymnasium::<f32>::unknown_here(id)?)
+                Box::new(gymnasium::Gymnasium::<f32>::unknown_here_with(id, &kwargs)?)
             }
+            Ok(_) if gymnasium::has_kwargs() => return Err(gymnasium::native_takes_no_kwargs(id)),
             made => made?,
         },
     };

@@ -6,99 +6,27 @@
 
 use envs::{Action, Env, Space};
 
-/// Gymnasium in Python: `gym.make(id)`, reset with `seed`, then each action, the results as JSON lines.
-const REPLAY: &str = r#"
-import json, sys
-import numpy as np
-import gymnasium as gym
-env_id, seed, actions = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
-env = gym.make(env_id)
-obs, _ = env.reset(seed=seed)
-out = [np.asarray(obs, dtype=np.float32).tolist()]
-for a in actions:
-    space = env.action_space
-    a = np.array(a, dtype=space.dtype).reshape(space.shape) if space.shape else int(a[0])
-    obs, r, term, trunc, _ = env.step(a)
-    out.append([np.asarray(obs, dtype=np.float32).tolist(), float(r), bool(term), bool(trunc)])
-    if term or trunc:
-        obs, _ = env.reset()
-        out[-1].append(np.asarray(obs, dtype=np.float32).tolist())
-print(json.dumps(out))
-"#;
+mod common;
+use common::same_as_gymnasium;
 
-fn python_replay(id: &str, seed: u64, actions: &[Vec<f64>]) -> serde_json::Value {
-    let actions = serde_json::to_string(actions).expect("json");
-    let out = std::process::Command::new("../.venv/bin/python")
-        .args(["-c", REPLAY, id, &seed.to_string(), &actions])
-        .env("PYGAME_HIDE_SUPPORT_PROMPT", "1") // pygame's greeting on stdout, before the JSON
-        .output()
-        .expect("the set-up's Python (scripts/setup links .venv)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("JSON")
-}
-
-fn floats(v: &serde_json::Value) -> Vec<f32> {
-    v.as_array().expect("a list").iter().map(|x| x.as_f64().expect("a number") as f32).collect()
-}
-
-/// Steps `gymnasium:<id>` through envs (an autoreset after an end, as `VecEnv` does) and Gymnasium in Python with
-/// the same seed and actions; every observation (after each reset too), reward and flag equal.
-fn same_as_gymnasium(id: &str, steps: usize) {
-    let mut env = envs::make(&format!("gymnasium:{id}")).expect("Gymnasium makes it");
-    let space = env.action_space();
-    let actions: Vec<Vec<f64>> = (0..steps)
-        .map(|t| match &space {
-            Space::Discrete(n) => vec![((t * 7 + t / 3) % n) as f64],
-            Space::Box { low, high, .. } => low
-                .iter()
-                .zip(high)
-                .enumerate()
-                .map(|(i, (l, h))| (l + (h - l) * ((t * 5 + i * 3) % 11) as f32 / 10.0) as f64)
-                .collect(),
-            other => panic!("{other}"),
-        })
-        .collect();
-    let theirs = python_replay(id, 7, &actions);
-    let mut obs = vec![0f32; env.observation_space().flat_dim()];
-    env.reset(Some(7), &mut obs);
-    assert_eq!(obs, floats(&theirs[0]), "{id}: reset");
-    let mut ends = 0;
-    for (t, a) in actions.iter().enumerate() {
-        let step = match &space {
-            Space::Discrete(_) => env.step(Action::Discrete(&[a[0] as i64]), &mut obs),
-            _ => env.step(Action::Continuous(&a.iter().map(|x| *x as f32).collect::<Vec<_>>()), &mut obs),
-        };
-        let row = &theirs[t + 1];
-        assert_eq!(obs, floats(&row[0]), "{id}: step {t}");
-        assert_eq!(
-            (step.reward, step.terminated, step.truncated),
-            (row[1].as_f64().expect("r"), row[2] == true, row[3] == true),
-            "{id}: step {t}"
-        );
-        if step.terminated || step.truncated {
-            ends += 1;
-            env.reset(None, &mut obs);
-            assert_eq!(obs, floats(&row[4]), "{id}: the reset after step {t}");
-        }
-    }
-    assert!(ends > 0 || steps < 50, "{id}: no episode ended in {steps} steps");
-}
+/// The set-up's Python (scripts/setup links `.venv`), for the replays in Gymnasium 0.29.
+const PYTHON: &str = "../.venv/bin/python";
 
 #[test]
 fn a_mujoco_env_is_gymnasiums_step_for_step() {
-    same_as_gymnasium("Reacher-v4", 120); // episodes of 50 steps: two truncations
+    same_as_gymnasium(PYTHON, "Reacher-v4", 120); // episodes of 50 steps: two truncations
 }
 
 #[test]
 fn box_and_discrete_actions_are_gymnasiums() {
-    same_as_gymnasium("Pendulum-v1", 210); // episodes of 200 steps
-    same_as_gymnasium("Acrobot-v1", 600);
+    same_as_gymnasium(PYTHON, "Pendulum-v1", 210); // episodes of 200 steps
+    same_as_gymnasium(PYTHON, "Acrobot-v1", 600);
 }
 
 /// LunarLander-v2 (Box2D: the package scripts/setup installs) through the pipes is Gymnasium's, step for step.
 #[test]
 fn box2d_is_gymnasiums() {
-    same_as_gymnasium("LunarLander-v2", 300);
+    same_as_gymnasium(PYTHON, "LunarLander-v2", 300);
 }
 
 /// A MiniGrid id (the `minigrid` package registers it) reads MiniGrid's own `ImgObsWrapper` view: the 7x7x3 grid
@@ -158,16 +86,35 @@ fn digest(shape: &[usize], frame: &[u8]) -> serde_json::Value {
 /// drops (an empty buffer, as MaxAndSkip's skipped frames) is the same step.
 #[test]
 fn an_image_env_is_gymnasiums_frame_for_frame() {
-    let mut env = envs::atari::Game::new("ALE/Breakout-v5").expect("ale-py (scripts/setup installs it)");
+    let env = envs::atari::Game::new("ALE/Breakout-v5").expect("ale-py (scripts/setup installs it)");
     assert!(env.has_fire());
+    assert_eq!(env.action_space(), Space::Discrete(4));
+    // the game (5 lives, a brick hit) is over in 698 steps: every life's step compared
+    let (last, rewards) = same_frames(env, r#"{"frameskip": 1}"#);
+    assert!(last[2] == true && last[4] == 0 && rewards > 0.0, "{last}, rewards {rewards}");
+}
+
+/// `Game::new_with`'s keyword arguments go over ALE v5's frameskip=1: a key of the caller's alone is added (no
+/// sticky actions: `repeat_action_probability=0`, frameskip 1 kept), a key in both is the caller's (`frameskip`
+/// 4, v5's own skip), each frame for frame as Gymnasium makes the env with the arguments merged so.
+#[test]
+fn an_image_envs_kwargs_go_over_frameskip_1() {
+    let game = |kwargs: &str| envs::atari::Game::new_with("ALE/Breakout-v5", kwargs).expect("ale-py");
+    same_frames(game(r#"{"repeat_action_probability": 0.0}"#), r#"{"frameskip": 1, "repeat_action_probability": 0.0}"#);
+    same_frames(game(r#"{"frameskip": 4}"#), r#"{"frameskip": 4}"#);
+}
+
+/// Steps `env` (ALE/Breakout-v5, read as images) and Gymnasium's `gym.make("ALE/Breakout-v5", **kwargs)` in Python
+/// with seed 5 and the same actions, one frame an action held 4 steps, every third frame dropped (as MaxAndSkip
+/// drops them): each kept frame, reward, flag and ALE's lives equal, until Gymnasium's episode ends or 1200 steps;
+/// returns Gymnasium's last step and the rewards' sum.
+fn same_frames(mut env: envs::atari::Game, kwargs: &str) -> (serde_json::Value, f64) {
     let Space::Box { shape, .. } = env.observation_space() else { panic!("{}", env.observation_space()) };
     assert_eq!(shape, [210, 160, 3]);
-    assert_eq!(env.action_space(), Space::Discrete(4));
-    // one frame an action, each held 4 frames: the game (5 lives, a brick hit) is over in 698
     let actions: Vec<i64> = (0..1200).map(|t| [1, 2, 2, 3, 0, 3][t / 4 % 6]).collect();
     let actions_json = serde_json::to_string(&actions).expect("json");
     let out = std::process::Command::new("../.venv/bin/python")
-        .args(["-c", REPLAY_IMAGES, "ALE/Breakout-v5", "5", &actions_json, r#"{"frameskip": 1}"#])
+        .args(["-c", REPLAY_IMAGES, "ALE/Breakout-v5", "5", &actions_json, kwargs])
         .output()
         .expect("the set-up's Python (scripts/setup links .venv)");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -191,15 +138,13 @@ fn an_image_env_is_gymnasiums_frame_for_frame() {
         let ours = (step.reward, step.terminated, step.truncated, env.lives());
         let want =
             (row[1].as_f64().expect("r"), row[2] == true, row[3] == true, row[4].as_u64().expect("lives") as u32);
-        assert_eq!(ours, want, "step {t}");
+        assert_eq!(ours, want, "{kwargs}: step {t}");
         if t % 3 != 1 {
-            assert_eq!(digest(&shape, &frame), row[0], "step {t}");
+            assert_eq!(digest(&shape, &frame), row[0], "{kwargs}: step {t}");
         }
     }
-    // the game ends (its 5 lives lost, after a brick hit) within the actions: every life's step compared
-    let last = &theirs[theirs.as_array().expect("rows").len() - 1];
-    assert!(last[2] == true && last[4] == 0, "{last}");
-    assert!(dropped > 50 && rewards > 0.0, "{dropped} dropped frames, rewards {rewards}");
+    assert!(dropped > 30, "{kwargs}: {dropped} dropped frames");
+    (theirs[theirs.as_array().expect("rows").len() - 1].clone(), rewards)
 }
 
 /// The tests' own Gymnasium envs (envs/tests/pyenvs: `misbehaving:<Name>-v0`, ...) on the workers' PYTHONPATH.
@@ -294,4 +239,22 @@ fn only_an_id_no_one_knows_lists_the_known_ids() {
     assert_eq!(failed, reason);
     let forced = error("gymnasium:NoSuchEnv-v0");
     assert!(forced.starts_with("unknown env id 'NoSuchEnv-v0' in Gymnasium: ") && !forced.contains("known ids"));
+}
+
+/// `gymnasium.make`'s keyword arguments reach the env (`kwargs:Sized-v0`: its observation's size and its reward
+/// are its arguments), and so do those of `set_kwargs` through `make`, which refuses them for a native env.
+#[test]
+fn kwargs_reach_gymnasium_make() {
+    with_test_envs();
+    let mut env =
+        envs::gymnasium::Gymnasium::<f32>::new_with("kwargs:Sized-v0", r#"{"size": 7, "reward": 2.5}"#).expect("made");
+    assert_eq!(env.observation_space().flat_dim(), 7);
+    let mut obs = vec![0f32; 7];
+    env.reset(Some(1), &mut obs);
+    assert_eq!(env.step(Action::Discrete(&[0]), &mut obs).reward, 2.5);
+    let plain = envs::gymnasium::Gymnasium::<f32>::new("kwargs:Sized-v0").expect("made");
+    assert_eq!(plain.observation_space().flat_dim(), 4, "the env's defaults");
+    let merged = envs::gymnasium::merge_kwargs(r#"{"frameskip": 1, "a": 2}"#, r#"{"frameskip": 4}"#).expect("merged");
+    assert_eq!(merged, r#"{"a":2,"frameskip":4}"#);
+    assert!(envs::gymnasium::set_kwargs("[1]").is_err());
 }

@@ -304,6 +304,8 @@ pub const SHARED_FLAG_EDGES: &[BadInput] = &[
     (&["--exp-name", "../../x"], &[], "'../../x' for '--exp-name"),
     (&["--exp-name", "a/b"], &[], "'a/b' for '--exp-name"),
     (&["--exp-name", ""], &[], "for '--exp-name"),
+    (&["--env-kwargs", "{\"continuous\": true"], &[], "for '--env-kwargs <JSON>': not JSON (EOF while parsing"),
+    (&["--env-kwargs", "[1]"], &[], "for '--env-kwargs <JSON>': a list, not a JSON object"),
     (&["--no-such-flag"], &[], "--no-such-flag"),
     (&["--num-envs", "1", "--num-steps", "8", "--num-minibatches", "8"], &[], "--norm-adv"),
 ];
