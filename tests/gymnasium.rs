@@ -420,6 +420,19 @@ fn non_finite_values_are_named_where_they_arrive() {
     assert_one_line(&ppo_on("misbehaving:InfReward-v0", &[]), inf);
 }
 
+/// `ppo_continuous` clips its Gaussian actions to a Gymnasium env's Box (CleanRL's `ClipAction`): an env that
+/// raises on an action outside [-1, 1] (`misbehaving:StrictBox-v0`) trains two updates, ratio == 1.
+#[test]
+fn ppo_continuous_clips_actions_to_a_gymnasium_envs_box() {
+    let args = ["--env-id", "misbehaving:StrictBox-v0", "--num-envs", "2", "--num-steps", "64", "--total-timesteps"];
+    let r =
+        run_with_env(env!("CARGO_BIN_EXE_ppo_continuous"), &[&args[..], &["256"]].concat(), &[("PYTHONPATH", PYENVS)]);
+    let updates = r.assert_ok().csv("updates.csv");
+    let columns = ["debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl"];
+    assert_ratio_one_and_small_kl(&updates, columns[0], columns[1], columns[2], 2);
+    assert_eq!(updates.col("iteration"), [1.0, 2.0]);
+}
+
 /// An env that hangs in a step (`time.sleep`) ends the run after `--env-timeout` with one line naming it, exit code
 /// 2; its process and the other env's are gone.
 #[test]

@@ -13,10 +13,15 @@ use std::io::Read;
 
 const FRAME: usize = 84 * 84;
 
-/// CleanRL ppo_atari's stack, innermost first, with the no-op counts replayed.
+/// CleanRL ppo_atari's stack, innermost first, with the no-op counts replayed, around native ALE's game.
 fn cleanrl_stack(env_id: &str, noops: Vec<u32>) -> Box<dyn Env<Obs = u8>> {
     let env = AtariEnv::new(env_id).unwrap_or_else(|e| panic!("{e}"));
     let has_fire = env.has_fire();
+    stack(env, has_fire, noops)
+}
+
+/// CleanRL ppo_atari's stack around `env`, as the Atari binaries' `make_env` wraps a game.
+fn stack<E: Env<Obs = u8> + 'static>(env: E, has_fire: bool, noops: Vec<u32>) -> Box<dyn Env<Obs = u8>> {
     let env = RecordEpisodeStatistics::new(env);
     let env = NoopReset::new(env, 30).replaying(noops);
     let env = MaxAndSkip::new(env, 4);
@@ -44,11 +49,21 @@ fn compare(ours: &[u8], want: &[&[u8]; 4]) -> (u8, usize) {
     diffs.fold((0, 0), |(max, n), d| (max.max(d), n + (d > 0) as usize))
 }
 
+/// The golden no-op counts of a game.
+fn noops(g: &Value) -> Vec<u32> {
+    g["noops_used"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
 fn replay(game: &str) {
+    let (g, _) = golden(game);
+    replay_on(game, cleanrl_stack(g["env_id"].as_str().unwrap(), noops(&g)));
+}
+
+/// Steps `env` (the stack around the game) with the golden actions: every observation, reward, flag, life and
+/// episode as CleanRL's stack in Python gave them.
+fn replay_on(game: &str, mut env: Box<dyn Env<Obs = u8>>) {
     let (g, frames) = golden(game);
     let frame = |i: usize| &frames[i * FRAME..(i + 1) * FRAME];
-    let as_u32 = |v: &Value| v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect::<Vec<_>>();
-    let mut env = cleanrl_stack(g["env_id"].as_str().unwrap(), as_u32(&g["noops_used"]));
     let mut obs = vec![0u8; 4 * FRAME];
     env.reset(Some(g["seed"].as_u64().unwrap()), &mut obs);
     let mut want = [frame(0); 4];
@@ -95,6 +110,17 @@ fn breakout_matches_gymnasium_and_ale_py() {
 #[test]
 fn pong_matches_gymnasium_and_ale_py() {
     replay("pong");
+}
+
+/// The same stack around Gymnasium's own BreakoutNoFrameskip-v4 (`atari::Game` for `gymnasium:<id>`, ale-py's env
+/// in a Python process, read as images) is CleanRL's too: the lives from its `info["lives"]` (EpisodicLife), FIRE
+/// from its action meanings (FireReset), the frames MaxAndSkip drops not sent, the raw scores of its episodes.
+#[test]
+fn the_stack_around_gymnasiums_breakout_is_cleanrls() {
+    let (g, _) = golden("breakout");
+    let game = envs::atari::Game::new("gymnasium:BreakoutNoFrameskip-v4").expect("ale-py (scripts/setup)");
+    let has_fire = game.has_fire();
+    replay_on("breakout", stack(game, has_fire, noops(&g)));
 }
 
 #[test]

@@ -258,3 +258,30 @@ fn kwargs_reach_gymnasium_make() {
     assert_eq!(merged, r#"{"a":2,"frameskip":4}"#);
     assert!(envs::gymnasium::set_kwargs("[1]").is_err());
 }
+
+/// Discrete and MultiDiscrete observations are flattened as gymnasium's `FlattenObservation` flattens them: one-hot,
+/// each part's in turn, in a box of [0, 1] (`observations:<Name>-v0`; FrozenLake-v1, Gymnasium's, Discrete(16));
+/// MultiDiscrete actions reach the env as they were sent.
+#[test]
+fn discrete_observations_are_one_hot() {
+    with_test_envs();
+    let mut discrete = envs::make("observations:DiscreteObs-v0").expect("made");
+    assert_eq!(discrete.observation_space(), Space::bounded_box(vec![0.0; 5], vec![1.0; 5]));
+    let mut obs = vec![0f32; 5];
+    discrete.reset(Some(1), &mut obs);
+    assert_eq!(obs, [1.0, 0.0, 0.0, 0.0, 0.0]);
+    discrete.step(Action::Discrete(&[0]), &mut obs);
+    discrete.step(Action::Discrete(&[1]), &mut obs);
+    assert_eq!(obs, [0.0, 0.0, 1.0, 0.0, 0.0], "state 2, one-hot");
+    let mut multi = envs::make("observations:MultiDiscreteObs-v0").expect("made");
+    assert_eq!((multi.observation_space().flat_dim(), multi.action_space()), (5, Space::MultiDiscrete(vec![3, 2])));
+    let mut obs = vec![0f32; 5];
+    multi.reset(Some(1), &mut obs);
+    assert_eq!(obs, [1.0, 0.0, 0.0, 1.0, 0.0]);
+    multi.step(Action::Discrete(&[2, 1]), &mut obs);
+    assert_eq!(obs, [0.0, 0.0, 1.0, 0.0, 1.0], "[2, 1]: 3 values for the first, 2 for the second");
+    let mut lake = envs::make("FrozenLake-v1").expect("Gymnasium's FrozenLake-v1");
+    let mut obs = vec![0f32; lake.observation_space().flat_dim()];
+    lake.reset(Some(1), &mut obs);
+    assert_eq!((obs.len(), obs.iter().sum::<f32>(), obs[0]), (16, 1.0, 1.0), "the start, cell 0, one-hot");
+}

@@ -87,6 +87,17 @@ class BoxActions(Counting):
     action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
 
 
+class StrictBox(Counting):
+    """Box actions in [-1, 1] that it refuses outside them, as a simulator may: a binary clips them first"""
+
+    action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def step(self, action):
+        if not self.action_space.contains(np.asarray(action, np.float32)):
+            raise ValueError(f"action {action} outside [-1, 1]")
+        return super().step(action)
+
+
 class BadInit(Counting):
     """gymnasium.make fails: the env raises as it is made"""
 
@@ -127,6 +138,6 @@ class Echo(gym.Env):
         return self.obs.copy(), 10.0 * int(action) + self.obs[4], bool(self.obs[4] == 7), False, {}
 
 
-for name in ["LongObs", "NanObs", "InfReward", "Sleeper", "RenderRaiser", "BoxActions", "BadInit", "Echo"]:
+for name in ["LongObs", "NanObs", "InfReward", "Sleeper", "RenderRaiser", "BoxActions", "StrictBox", "BadInit", "Echo"]:
     gym.register(f"{name}-v0", entry_point=globals()[name])
 gym.register("Garbage-v0", entry_point=Garbage, max_episode_steps=500)  # as CartPole-v1
