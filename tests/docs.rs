@@ -837,7 +837,7 @@ fn every_measured_figure_names_its_source_date_and_processor() {
                     .map(|(_, what)| *what)
                     .collect();
             if !missing.is_empty() {
-                bare.push(format!("{}:{line}: no {}: {sentence}", page.display(), missing.join(", ")));
+                bare.push(format!("{}:{line}: lacks {}: {sentence}", page.display(), missing.join(", ")));
             }
         }
     }

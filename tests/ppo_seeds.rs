@@ -28,7 +28,7 @@ fn metrics(r: &Run, seed: Option<f64>) -> (Table, Table) {
 
 /// Two computations of one run, `ppo_seeds --num-seeds 1` and `ppo`: batched products against plain ones, which MKL
 /// may round apart on another processor. Each update's values within this of the column's scale. Measured over
-/// 8 updates: 0 on an Intel Xeon, 3.0e-5 on an AMD EPYC (2026-12-01, docs/tests.md).
+/// 8 updates: 0 on an Intel Xeon, 3.0e-5 and 3.1e-5 on two AMD EPYCs (docs/tests.md).
 const ONE_SEED_TOLERANCE: f64 = 1e-3;
 
 /// `--num-seeds 1` is `ppo`: the same episodes, the same counts, and the same update values within rounding, both on
