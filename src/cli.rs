@@ -407,8 +407,16 @@ pub fn unix_time() -> u64 {
 
 /// The flags that `--resume` takes from the command line; the others are the run's (args.json).
 /// (and the binary's `Experiment::RESUME_MAY_CHANGE`).
-const RESUME_MAY_CHANGE: [&str; 7] =
-    ["resume", "total_timesteps", "checkpoint_interval", "save_model", "cuda", "torch_threads", "env_threads"];
+const RESUME_MAY_CHANGE: [&str; 8] = [
+    "resume",
+    "total_timesteps",
+    "checkpoint_interval",
+    "save_model",
+    "cuda",
+    "torch_threads",
+    "env_threads",
+    "env_timeout",
+];
 
 /// Flags that change nothing in the training (only what is recorded beside it): a run of an earlier
 /// build whose args.json lacks one resumes with its default.

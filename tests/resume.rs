@@ -377,6 +377,8 @@ fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
     }
     // the run's own values and the flags that may change are accepted
     ok(&run_in(work.path(), PPO, &["--resume", &run_s, "--learning-rate", "2.5e-4", "--total-timesteps", "2048"]));
+    // a longer wait for a Gymnasium env's answer changes nothing in training
+    ok(&run_in(work.path(), PPO, &["--resume", &run_s, "--env-timeout", "600", "--total-timesteps", "2560"]));
     // an earlier build's run without a flag that changes nothing in training (capture_video): its default
     let old = variant("no-capture-video", &|d| edit_args(d, "\"capture_video\": false,", ""));
     ok(&run_in(work.path(), PPO, &["--resume", &s(&old), "--total-timesteps", "3072"]));
