@@ -5,8 +5,8 @@
 //! `resume_logs`'s.
 
 use crate::cli::Experiment;
-use crate::durable::{rename_durably, tmp_path};
-use crate::exit::fail;
+use crate::cli::Failure;
+use crate::logs::{rename_durably, tmp_path};
 use crate::optim::FlatAdam;
 use std::path::Path;
 use std::time::Instant;
@@ -93,19 +93,18 @@ pub struct Start {
 
 impl Start {
     /// With `--resume`: reads the run's checkpoint into the optimizer (weights and Adam's state) and
-    /// the statistics, and seeds libtorch with `seed + 1,000,003 x iteration` (two resumes from one
-    /// checkpoint give the same metrics); the envs start fresh episodes from that seed. Bad
-    /// checkpoints: one line, exit code 2, nothing written.
+    /// the statistics; the seed it gives is `seed + 1,000,003 x iteration`, for libtorch and the envs' fresh
+    /// episodes (two resumes from one checkpoint give the same metrics). A bad checkpoint is bad input.
     pub fn new<A: Experiment>(
         args: &A,
         num_iterations: usize,
         optimizer: &mut FlatAdam,
         stats: &[envs::SharedRms],
-    ) -> Start {
+    ) -> Result<Start, Failure> {
         let Some(dir) = &args.run().resume else {
             let (start_time, seed) = (Instant::now(), args.run().seed);
             let learning_rate = None;
-            return Start {
+            return Ok(Start {
                 iteration: 0,
                 num_iterations,
                 global_step: 0,
@@ -113,9 +112,9 @@ impl Start {
                 seed,
                 learning_rate,
                 checkpoint: None,
-            };
+            });
         };
-        let (meta, tensors) = read_checkpoint(dir, A::NAME, args.env_id()).unwrap_or_else(|e| fail(2, e));
+        let (meta, tensors) = read_checkpoint(dir, A::NAME, args.env_id()).map_err(Failure::bad_input)?;
         let tensor = |name: &str| tensors.get(name).ok_or_else(|| format!("{}: no {name}", dir.display()));
         let loaded = (|| -> Result<(), String> {
             for (name, into) in [("weights", &optimizer.flat), ("adam.m", &optimizer.m), ("adam.v", &optimizer.v)] {
@@ -153,17 +152,17 @@ impl Start {
             }
             Ok(())
         })();
-        loaded.unwrap_or_else(|e| fail(2, format!("cannot resume from {}: {e}", dir.display())));
+        loaded.map_err(|e| Failure::bad_input(format!("cannot resume from {}: {e}", dir.display())))?;
         if meta.iteration >= num_iterations {
             let (run, i) = (dir.display(), meta.iteration);
-            fail(2, format!("{run} is complete ({i} of {num_iterations} iterations); a larger total extends it"));
+            let complete = format!("{run} is complete ({i} of {num_iterations} iterations); a larger total extends it");
+            return Err(Failure::bad_input(complete));
         }
         let seed = args.run().seed.wrapping_add(1_000_003 * meta.iteration as u64);
-        tch::manual_seed(seed as i64);
         let elapsed = std::time::Duration::from_secs_f64(meta.elapsed_seconds);
         let start_time = Instant::now().checked_sub(elapsed).unwrap_or_else(Instant::now);
         let (iteration, global_step, learning_rate) = (meta.iteration, meta.global_step, Some(meta.learning_rate));
-        Start { iteration, num_iterations, global_step, start_time, seed, learning_rate, checkpoint: Some(meta) }
+        Ok(Start { iteration, num_iterations, global_step, start_time, seed, learning_rate, checkpoint: Some(meta) })
     }
 }
 
@@ -229,13 +228,16 @@ fn read_checkpoint(
 impl Start {
     /// With `--resume`, once the run's lock is held: another process may have resumed the run and
     /// ended between our reading of the checkpoint and our lock, and the checkpoint read is then not
-    /// the run's (exit code 2). A new run: nothing to check.
-    pub(crate) fn check_unchanged(&self, dir: &Path, bin: &str, env_id: &str) {
+    /// the run's (bad input). A new run: nothing to check.
+    pub(crate) fn check_unchanged(&self, dir: &Path, bin: &str, env_id: &str) -> Result<(), Failure> {
         if let Some(read) = &self.checkpoint {
             let now = read_checkpoint(dir, bin, env_id).map(|(meta, _)| meta.checksum);
             if now != Ok(read.checksum) {
-                fail(2, format!("{}: its checkpoint changed while this process started; resume again", dir.display()));
+                let changed =
+                    format!("{}: its checkpoint changed while this process started; resume again", dir.display());
+                return Err(Failure::bad_input(changed));
             }
         }
+        Ok(())
     }
 }

@@ -3,9 +3,9 @@
 //! the combinations that cannot work, and with `--resume` takes the run's own arguments; [`experiment!`], the
 //! `impl Experiment` of a binary's `Args` in one line, and the thread defaults it names.
 
-use crate::exit::fail;
 use crate::flags::{at_least_one, plain_name, seed};
 use clap::ArgAction;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the library needs to know of a binary's `Args` (clap's derive, serde both ways).
 pub trait Experiment: clap::Parser + serde::Serialize + serde::de::DeserializeOwned {
@@ -35,13 +35,13 @@ pub trait Experiment: clap::Parser + serde::Serialize + serde::de::DeserializeOw
 }
 
 /// `impl Experiment for $args` for an `Args` with the fields `run` (the flattened [`RunArgs`]),
-/// `env_id` and those of [`checks::Rollout`], in the binary that calls it (its name is
+/// `env_id` and those of [`Rollout`], in the binary that calls it (its name is
 /// `env!("CARGO_BIN_NAME")` there). The defaults of `--torch-threads` and `--env-threads`: one each
 /// with `one_core`, every core for both with `all_cores`, every core for libtorch and one env thread
 /// with `torch_on_all_cores`, or the pair given. `Experiment::check` runs the binary's
 /// own `check = f` (`fn(&Args) -> Result<(), String>`), if given, then `Rollout::check`.
 ///
-/// `levels`: a multilevel rollout, its shapes checked by [`checks::Levels`] (fields `levels`, `level_steps`,
+/// `levels`: a multilevel rollout, its shapes checked by [`Levels`] (fields `levels`, `level_steps`,
 /// `level_minibatch_size`, `num_envs`, `norm_adv`, `normalize`) and `--num-iterations` its length, which
 /// `--resume` may raise. `batch_checked_in_main`: no batch check here, for a binary whose batch depends on
 /// what only `main` knows (its ranks or workers), which checks it there; with `resume_may_change = &["..."]`,
@@ -74,14 +74,14 @@ macro_rules! experiment {
             ($check)(a)?;
             let (num_envs, num_steps, num_minibatches) = (a.num_envs, a.num_steps, a.num_minibatches);
             let (total_timesteps, norm_adv, ranks) = (a.total_timesteps, a.norm_adv, None);
-            $crate::checks::Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv, ranks }.check()
+            $crate::cli::Rollout { num_envs, num_steps, num_minibatches, total_timesteps, norm_adv, ranks }.check()
         });
     };
     ($args:ty, $threads:expr, levels, added_later = $added_later:expr) => {
         $crate::experiment!(@impl $args, $threads, &["num_iterations"], $added_later, |a: &$args| {
             let (levels, level_steps, level_minibatch_size) = (&a.levels, &a.level_steps, &a.level_minibatch_size);
             let (num_envs, norm_adv, normalize) = (a.num_envs, a.norm_adv, a.normalize);
-            $crate::checks::Levels { levels, level_steps, level_minibatch_size, num_envs, norm_adv, normalize }.check()
+            $crate::cli::Levels { levels, level_steps, level_minibatch_size, num_envs, norm_adv, normalize }.check()
         });
     };
     ($args:ty, one_core) => {
@@ -207,6 +207,7 @@ pub fn parse_args<A: Experiment>() -> A {
     }
     let kwargs = serde_json::Value::Object(kwargs.clone()).to_string();
     envs::gymnasium::set_kwargs(&kwargs).unwrap_or_else(|e| fail(2, e));
+    #[cfg(feature = "test-hooks")] // tests/cleanrl_args.rs, in the test suite's build only
     if std::env::var_os("PPO_PARSE_ONLY").is_some() {
         // tests/cleanrl_args.rs: the arguments as parsed, and nothing run
         println!("{}", serde_json::to_string(&args).unwrap_or_else(|e| fail(1, e.to_string())));
@@ -574,5 +575,141 @@ pub(crate) mod tests {
         assert_eq!((given.run.exp_name.as_str(), given.run.torch_threads, given.run.cuda), ("x", 5, true));
         let given = parse_from(["ppo", "--cuda", "false", "--save-model"]).expect("parses");
         assert_eq!((given.run.cuda, given.run.save_model), (false, true), "CleanRL's booleans");
+    }
+}
+
+// How a process ends on bad input or a failure: one line on stderr and an exit code (2 for bad input, 1 for
+// failures while running), never a panic trace.
+
+static SAYS_BAD_INPUT: AtomicBool = AtomicBool::new(true);
+
+/// Whether this process prints the line of [`fail`] for bad input: processes that all find the same
+/// bad input (the ranks of one `mpirun`) let one of them say it.
+pub fn says_bad_input(says: bool) {
+    SAYS_BAD_INPUT.store(says, Ordering::Relaxed);
+}
+
+/// Prints one line and exits: 2 for bad input, 1 for failures while running.
+pub fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
+    if code != 2 || SAYS_BAD_INPUT.load(Ordering::Relaxed) {
+        // one write of the whole line: the ranks of an MPI job share a stderr, and their lines stay whole
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("error: {msg}\n").as_bytes());
+    }
+    std::process::exit(code)
+}
+
+/// Why a library function could not go on, for the binary to end the run with: one line and its exit code.
+#[derive(Debug)]
+pub struct Failure {
+    /// 2 for bad input (a run directory, a checkpoint), 1 for a failure while running (a write, a non-finite loss)
+    pub code: i32,
+    pub msg: String,
+}
+
+impl Failure {
+    pub fn bad_input(msg: impl std::fmt::Display) -> Failure {
+        Failure { code: 2, msg: msg.to_string() }
+    }
+
+    pub fn running(msg: impl std::fmt::Display) -> Failure {
+        Failure { code: 1, msg: msg.to_string() }
+    }
+
+    /// Ends the process with [`fail`]: this failure's line and exit code.
+    pub fn exit(self) -> ! {
+        fail(self.code, self.msg)
+    }
+}
+
+/// `.or_exit()`: where a binary ends the run on a library function's [`Failure`], with [`fail`].
+pub trait OrExit<T> {
+    fn or_exit(self) -> T;
+}
+
+impl<T> OrExit<T> for Result<T, Failure> {
+    fn or_exit(self) -> T {
+        self.unwrap_or_else(|failure| failure.exit())
+    }
+}
+
+// The combinations of flags that no value parser sees, checked once all are parsed (`experiment!` calls these):
+// a rollout's batch against its minibatches and the run's length, a multilevel rollout's levels.
+
+/// The flags that shape a rollout, for the combinations no value parser sees (`experiment!` fills it
+/// from the fields of the same names).
+pub struct Rollout {
+    pub num_envs: usize,
+    pub num_steps: usize,
+    pub num_minibatches: usize,
+    pub total_timesteps: u64,
+    pub norm_adv: bool,
+    /// a data-parallel run's ranks, each collecting such a rollout (its envs are `--local-num-envs`);
+    /// none for one process (`--num-envs`)
+    pub ranks: Option<usize>,
+}
+
+impl Rollout {
+    /// CleanRL's batch (`num_envs * num_steps`, a rank's) must split into whole minibatches, the run
+    /// must hold one batch (of all ranks), and per-minibatch advantage normalization needs minibatches
+    /// of 2 or more samples.
+    pub fn check(&self) -> Result<(), String> {
+        let (batch_size, n, total) = (self.num_envs * self.num_steps, self.num_minibatches, self.total_timesteps);
+        let envs = if self.ranks.is_some() { "--local-num-envs" } else { "--num-envs" };
+        let (all, x_ranks) = self.ranks.map_or((batch_size, ""), |ranks| (batch_size * ranks, " x ranks"));
+        if !batch_size.is_multiple_of(n) {
+            Err(format!("{envs} x --num-steps ({batch_size}) must be divisible by --num-minibatches ({n})"))
+        } else if total < all as u64 {
+            Err(format!("--total-timesteps ({total}) is below one batch ({envs} x --num-steps{x_ranks} = {all})"))
+        } else if self.norm_adv && batch_size / n < 2 {
+            Err("--norm-adv needs minibatches of 2 or more samples (the std of one is NaN); lower --num-minibatches"
+                .into())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The flags that shape a multilevel rollout, for the combinations no value parser sees (`experiment!`'s
+/// `levels` arm fills it from the fields of the same names).
+pub struct Levels<'a> {
+    /// each level's grid, coarse to fine
+    pub levels: &'a [usize],
+    /// each level's steps per env and iteration (T^l)
+    pub level_steps: &'a [usize],
+    /// each level's minibatch size (M^l)
+    pub level_minibatch_size: &'a [usize],
+    pub num_envs: usize,
+    pub norm_adv: bool,
+    /// the observation and reward normalization, whose statistics each env keeps
+    pub normalize: bool,
+}
+
+impl Levels<'_> {
+    /// One value per level for each of the three lists, grids from coarse to fine (two equal grids are allowed:
+    /// their L^l is exactly 0, a test that sync rows pair with main rows), the same whole number of minibatches
+    /// N T^l / M^l on every level (one minibatch index drives them all), minibatches of 2 or more samples for
+    /// advantage normalization, and normalization with one level only (envs of different levels would keep
+    /// different statistics).
+    pub fn check(&self) -> Result<(), String> {
+        let n_levels = self.levels.len();
+        let counts: Vec<_> =
+            self.level_steps.iter().zip(self.level_minibatch_size).map(|(t, &m)| (self.num_envs * t, m)).collect();
+        if self.level_steps.len() != n_levels || self.level_minibatch_size.len() != n_levels {
+            Err(format!(
+                "--levels, --level-steps and --level-minibatch-size need one value per level ({n_levels} levels)"
+            ))
+        } else if self.levels.windows(2).any(|w| w[0] > w[1]) {
+            Err(format!("--levels must go from coarse to fine (growing grid sizes), got {:?}", self.levels))
+        } else if counts.iter().any(|&(n, m)| !n.is_multiple_of(m) || n / m != counts[0].0 / counts[0].1) {
+            let got: Vec<_> = counts.iter().map(|(n, m)| format!("{n}/{m}")).collect();
+            Err(format!("every level needs the same whole number of minibatches N T^l / M^l, got {}", got.join(", ")))
+        } else if self.norm_adv && self.level_minibatch_size.contains(&1) {
+            Err("--norm-adv needs minibatches of 2 or more (the std of one is NaN); raise --level-minibatch-size"
+                .into())
+        } else if self.normalize && n_levels > 1 {
+            Err("--normalize works with one level only (each env would keep its own statistics)".into())
+        } else {
+            Ok(())
+        }
     }
 }

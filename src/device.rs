@@ -7,7 +7,7 @@
 //! reason and the command that installs a libtorch for it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use tch::Device;
+use tch::{kind::Element, Device, Kind, Tensor};
 
 /// This libtorch's CUDA version (`torch.version.cuda`; none: built without CUDA), from build.rs.
 const TORCH_CUDA: Option<&str> = option_env!("PPO_TORCH_CUDA");
@@ -130,16 +130,7 @@ pub enum Network {
 /// (the driver too old for its CUDA, a compute capability it has no kernels for) is named with the
 /// reason; the run goes on on the CPU, or with `--cuda` given on the command line exits with code 2.
 /// An [`Network::Mlp`] put on a GPU by the default (`--cuda` not given) is told the CPU is usually faster.
-/// Where the envs made before it run in Python (Gymnasium's), the line says so too.
 pub fn pick_device(cuda: bool, network: Network) -> (Device, String) {
-    let (device, line) = device_and_why(cuda, network);
-    match envs::gymnasium::in_python() {
-        Some(envs) => (device, format!("{line}; env: {envs}")),
-        None => (device, line),
-    }
-}
-
-fn device_and_why(cuda: bool, network: Network) -> (Device, String) {
     if !cuda {
         return (Device::Cpu, "cpu (--cuda false)".into());
     }
@@ -152,7 +143,7 @@ fn device_and_why(cuda: bool, network: Network) -> (Device, String) {
     };
     if let Some(why) = driver.gpus.first().and_then(|gpu| unusable(&driver, gpu)) {
         if CUDA_ASKED.load(Ordering::Relaxed) {
-            crate::exit::fail(2, format!("--cuda: GPU 0, {why}"));
+            crate::cli::fail(2, format!("--cuda: GPU 0, {why}"));
         }
         return (Device::Cpu, format!("cpu (GPU 0, {why})"));
     }
@@ -179,9 +170,9 @@ fn advice(network: Network, cuda_asked: bool) -> &'static str {
 /// The device line of GPU `index` (a rank's of a data-parallel run): `cuda:N (name, ...)`. A GPU
 /// this libtorch cannot use is one line, exit code 2 (the rank was given it).
 pub fn gpu_line(index: usize) -> String {
-    let driver = driver().unwrap_or_else(|why| crate::exit::fail(1, format!("GPU {index}: {why}")));
+    let driver = driver().unwrap_or_else(|why| crate::cli::fail(1, format!("GPU {index}: {why}")));
     if let Some(why) = driver.gpus.get(index).and_then(|gpu| unusable(&driver, gpu)) {
-        crate::exit::fail(2, format!("GPU {index}, {why}"));
+        crate::cli::fail(2, format!("GPU {index}, {why}"));
     }
     format!("cuda:{index} ({})", describe(&driver, index))
 }
@@ -195,8 +186,8 @@ pub fn rank_gpu(local_rank: usize, device_ids: &[usize]) -> (Device, String) {
         [] => local_rank % count,
         ids => match ids.get(local_rank) {
             Some(&i) if i < count => i,
-            Some(&i) => crate::exit::fail(2, format!("--device-ids names GPU {i}, but this machine has {count}")),
-            None => crate::exit::fail(
+            Some(&i) => crate::cli::fail(2, format!("--device-ids names GPU {i}, but this machine has {count}")),
+            None => crate::cli::fail(
                 2,
                 format!("--device-ids names no GPU for local rank {local_rank} ({} given)", ids.len()),
             ),
@@ -309,4 +300,38 @@ pub fn memory_available() -> Option<u64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.trim_start_matches("MemAvailable:").trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kib * 1024)
+}
+
+// Tensors between the host and the device: read down in one copy (on a GPU, one wait), observations up.
+
+/// A float tensor's values on the host, in one copy (on a GPU, one wait for it).
+pub fn to_host(t: &Tensor) -> Vec<f32> {
+    copy_down(t)
+}
+
+/// Scalar tensors of one device, read to the host in one copy (one wait for a GPU), as f64.
+pub fn read_host(ts: &[&Tensor]) -> Vec<f64> {
+    if ts.is_empty() {
+        return Vec::new();
+    }
+    copy_down(&Tensor::cat(&ts.iter().map(|t| t.to_kind(Kind::Double).reshape([-1])).collect::<Vec<_>>(), 0))
+}
+
+/// A tensor of `T`'s kind, every value of it, in one copy to the host.
+fn copy_down<T: Element + Default + Clone>(t: &Tensor) -> Vec<T> {
+    let numel = t.numel();
+    let mut host = vec![T::default(); numel];
+    t.to_device(Device::Cpu).copy_data(&mut host, numel);
+    host
+}
+
+/// Observations from the host to `device`, `dim` values a row. On a GPU, `pixels` (whole numbers 0 to
+/// 255 held as f32) go up as bytes, 4 times fewer, and become f32 there: the same values.
+pub fn upload(obs: &[f32], dim: i64, pixels: bool, device: Device) -> Tensor {
+    if pixels && device != Device::Cpu {
+        let bytes: Vec<u8> = obs.iter().map(|&x| x as u8).collect();
+        Tensor::from_slice(&bytes).view([-1, dim]).to_device(device).to_kind(Kind::Float)
+    } else {
+        Tensor::from_slice(obs).view([-1, dim]).to_device(device)
+    }
 }

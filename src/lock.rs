@@ -14,7 +14,7 @@ pub(crate) struct RunLock {
 
 impl RunLock {
     /// Takes the lock on `dir`, or says which process holds it. Once held, the temporary files a
-    /// writer that died left behind (see [`crate::durable::tmp_path`]; the run's own files', the saved
+    /// writer that died left behind (see [`crate::logs::tmp_path`]; the run's own files', the saved
     /// model's named `<exp_name>`) are removed: no other process writes here.
     pub(crate) fn take(dir: &Path, binary: &str, exp_name: &str) -> Result<RunLock, String> {
         let path = dir.join("lock");
@@ -69,7 +69,7 @@ fn is_tmp(path: &Path, exp_name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durable::tmp_path;
+    use crate::logs::tmp_path;
 
     /// A second lock on a held directory is refused with the holder's id; once the holder is
     /// dropped (as when its process ends), the lock is free again, and leftovers are cleared.

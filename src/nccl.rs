@@ -123,11 +123,11 @@ impl AllReduce {
         match self {
             AllReduce::Skip => {}
             AllReduce::Nccl(nccl) => {
-                nccl.all_reduce_sum(t).unwrap_or_else(|e| crate::exit::fail(1, e));
+                nccl.all_reduce_sum(t).unwrap_or_else(|e| crate::cli::fail(1, e));
                 let _ = tch::no_grad(|| t.shallow_clone().g_div_scalar_(world.size() as f64));
             }
             AllReduce::Mpi => {
-                let local = crate::host::to_host(t);
+                let local = crate::device::to_host(t);
                 let mut sum = vec![0f32; local.len()];
                 world.all_reduce_into(&local[..], &mut sum[..], mpi::collective::SystemOperation::sum());
                 let mean = Tensor::from_slice(&sum) / world.size() as f64;
@@ -145,7 +145,7 @@ fn share_id(world: &SimpleCommunicator, make: impl FnOnce() -> Result<[u8; 128],
     // status (0: an id follows), the id, the message's length and the message
     let mut buf = [0u8; 1 + 128 + 2 + MESSAGE];
     if world.rank() == 0 {
-        let made = if fail_id() { Err("ncclGetUniqueId failed (forced by PPO_NCCL_FAIL_ID)".into()) } else { make() };
+        let made = if fail_id() { Err("ncclGetUniqueId failed (forced by the test suite)".into()) } else { make() };
         match made {
             Ok(id) => buf[1..129].copy_from_slice(&id),
             Err(e) => {
@@ -164,10 +164,16 @@ fn share_id(world: &SimpleCommunicator, make: impl FnOnce() -> Result<[u8; 128],
     Ok(buf[1..129].try_into().expect("128 bytes"))
 }
 
-/// `PPO_NCCL_FAIL_ID=1` (a testing aid): rank 0 fails to make NCCL's id, on any device, ranks on the
-/// CPU included, so that tests see every rank end with rank 0's line.
+/// `PPO_NCCL_FAIL_ID=1`, in the test suite's build only (the cargo feature `test-hooks`): rank 0 fails to make
+/// NCCL's id, on any device, ranks on the CPU included, so that tests see every rank end with rank 0's line.
+#[cfg(feature = "test-hooks")]
 fn fail_id() -> bool {
     std::env::var("PPO_NCCL_FAIL_ID").is_ok_and(|v| v == "1")
+}
+
+#[cfg(not(feature = "test-hooks"))]
+fn fail_id() -> bool {
+    false
 }
 
 /// The version of libtorch's NCCL, `2.28.9` (`torch.cuda.nccl.version()`); none without one. No GPU
@@ -180,10 +186,17 @@ pub fn version() -> Option<String> {
     Some(format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)) // major * 10000 + minor * 100 + patch
 }
 
-/// `PPO_FORCE_ALLREDUCE=1`: a run of one rank all-reduces anyway (it skips it otherwise: the mean
-/// of one gradient is itself), so that one GPU can test the path.
+/// `PPO_FORCE_ALLREDUCE=1`, in the test suite's build only (the cargo feature `test-hooks`): a run of one rank
+/// all-reduces anyway (it skips it otherwise: the mean of one gradient is itself), so that one GPU can test the path.
+#[cfg(feature = "test-hooks")]
 pub fn forced() -> bool {
     std::env::var("PPO_FORCE_ALLREDUCE").is_ok_and(|v| v == "1")
+}
+
+/// A run of one rank skips the all-reduce: the mean of one gradient is itself.
+#[cfg(not(feature = "test-hooks"))]
+pub fn forced() -> bool {
+    false
 }
 
 /// Why the ranks cannot all-reduce with NCCL on `device`, if they cannot: every rank must be on a

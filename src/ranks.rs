@@ -4,7 +4,7 @@
 //! libtorch's CPU random stream handed from one rank to another, and baselines' check that all
 //! ranks hold the same weights. (The gradient's all-reduce is [`crate::nccl::AllReduce::mean`].)
 
-use crate::{exit::fail, host::to_host};
+use crate::{cli::fail, device::to_host};
 use mpi::collective::SystemOperation;
 use mpi::datatype::PartitionMut;
 use mpi::request::{Request, Scope};

@@ -3,8 +3,8 @@
 //! repeated; the logs must reach the checkpoint. `RunLog` calls it when it opens a run directory.
 
 use crate::checkpoint::{CheckpointMeta, Start};
-use crate::durable::{rename_durably, tmp_path};
-use crate::exit::fail;
+use crate::cli::Failure;
+use crate::logs::{rename_durably, tmp_path};
 use std::path::Path;
 
 /// `--resume`: the logs must hold every row up to the checkpoint (as many as it counted when it was
@@ -29,32 +29,26 @@ fn logs_reach(checkpoint: &CheckpointMeta, updates: usize, episodes: usize) -> R
 /// A CSV file's header and rows.
 pub(crate) type Table = (csv::StringRecord, Vec<csv::StringRecord>);
 
-/// With `--resume`, before the run's lock is taken (whose file would then name this process):
-/// refuses logs that do not reach the checkpoint, exit code 2 ([`kept_logs`]), or that
-/// cannot be read, exit code 1. A new run: nothing to check.
-pub(crate) fn check_logs(start: &Start, dir: &Path) {
-    if start.checkpoint.is_some() {
-        kept_logs(start, dir).unwrap_or_else(|e| fail(1, format!("cannot read {}: {e}", dir.display())));
-    }
-}
-
 /// The rows of updates.csv and episodes.csv up to where the loop starts; with `--resume` they must
-/// hold every row up to the checkpoint (one line, exit code 2 otherwise). A new run's: none.
-pub(crate) fn kept_logs(start: &Start, dir: &Path) -> std::io::Result<(Table, Table)> {
+/// hold every row up to the checkpoint (bad input otherwise). A new run's: none.
+pub(crate) fn kept_logs(start: &Start, dir: &Path) -> Result<(Table, Table), Failure> {
     let (iteration, global_step) = (start.iteration as f64, start.global_step as f64);
-    let updates_kept = rows_up_to(&dir.join("updates.csv"), Some(("iteration", iteration)))?;
-    let episodes_kept = rows_up_to(&dir.join("episodes.csv"), Some(("global_step", global_step)))?;
+    let cannot_read = |e: std::io::Error| Failure::running(format!("cannot read {}: {e}", dir.display()));
+    let updates_kept = rows_up_to(&dir.join("updates.csv"), Some(("iteration", iteration))).map_err(cannot_read)?;
+    let episodes_kept =
+        rows_up_to(&dir.join("episodes.csv"), Some(("global_step", global_step))).map_err(cannot_read)?;
     let (updates, episodes) = (("updates.csv", &updates_kept.0), ("episodes.csv", &episodes_kept.0));
     for ((name, header), column) in
         [(updates, "iteration"), (episodes, "global_step"), (episodes, "charts/episodic_return")]
     {
         if !header.is_empty() && !header.iter().any(|h| h == column) {
-            fail(2, format!("cannot resume {}: its {name} has no {column} column (damaged)", dir.display()));
+            let damaged = format!("cannot resume {}: its {name} has no {column} column (damaged)", dir.display());
+            return Err(Failure::bad_input(damaged));
         }
     }
     if let Some(checkpoint) = &start.checkpoint {
         logs_reach(checkpoint, updates_kept.1.len(), episodes_kept.1.len())
-            .unwrap_or_else(|e| fail(2, format!("cannot resume {}: {e}", dir.display())));
+            .map_err(|e| Failure::bad_input(format!("cannot resume {}: {e}", dir.display())))?;
     }
     Ok((updates_kept, episodes_kept))
 }

@@ -1,13 +1,13 @@
-//! A testing aid (tests/parity.rs): with the environment variable PPO_TRACE=FILE, the first update's
-//! inputs and results go to FILE (safetensors): the initial weights (`init.<name>`), the rollout as
-//! the network saw it (`rollout.obs`, `.actions`, `.rewards`, `.dones`, `.next_obs`, `.next_done`),
-//! every epoch's minibatch order (`order.<epoch>`, counted on over updates: the permutations the
-//! binary passed through [`Trace::order`]), the weights after the update (`after.<name>`) and the update's logged
-//! values (`scalar.<column>`). With
-//! PPO_TRACE_UPDATES=N the first N updates: update k > 1's under `u<k>.` (`u2.rollout.obs`,
-//! `u2.after.<name>`, `u2.scalar.<column>`). Without PPO_TRACE it does nothing.
+//! A run's first updates in one file, to check them against CleanRL's: with the environment variable
+//! `PPO_TRACE=FILE`, the first update's inputs and results go to FILE (safetensors). It holds the initial weights
+//! (`init.<name>`), the rollout as the network saw it (`rollout.obs`, `.actions`, `.rewards`, `.dones`,
+//! `.next_obs`, `.next_done`), every epoch's minibatch order (`order.<epoch>`, counted on over updates: the
+//! permutations the binary passed through [`Trace::order`]), the weights after the update (`after.<name>`) and the
+//! update's logged values (`scalar.<column>`). With `PPO_TRACE_UPDATES=N`, the first N updates: update k > 1's
+//! under `u<k>.` (`u2.rollout.obs`, `u2.after.<name>`, `u2.scalar.<column>`). Without PPO_TRACE it does nothing.
+//! tests/parity.rs compares such a file with CleanRL's; docs/runs.md shows how to read one.
 
-use crate::exit::fail;
+use crate::cli::Failure;
 use tch::{nn, Device, Tensor};
 
 /// What a run traces (see the module's header); every call does nothing without PPO_TRACE.
@@ -63,15 +63,15 @@ impl Trace {
     }
 
     /// Records the update and writes the file (again) at the end of each traced update; after the
-    /// last one, later calls do nothing. Fails with exit code 1.
+    /// last one, later calls do nothing.
     pub fn finish(
         &mut self,
         row: &[(&str, crate::logs::Logged)],
         [obs, actions, next_obs]: [&Tensor; 3],
         [rewards, dones]: [&[Vec<f32>]; 2],
         next_done: &[f32],
-    ) {
-        let Some(path) = self.path.clone() else { return };
+    ) -> Result<(), Failure> {
+        let Some(path) = self.path.clone() else { return Ok(()) };
         // the orders in which this update's epochs visited the batch (rows, or envs for an LSTM)
         for order in std::mem::take(&mut self.orders) {
             self.tensors.push((format!("order.{}", self.epochs), order));
@@ -90,9 +90,10 @@ impl Trace {
         let scalars = logged.map(|(name, v)| (format!("{prefix}scalar.{name}"), Tensor::from_slice(&[v.value()])));
         self.tensors.extend(scalars);
         let written = Tensor::write_safetensors(&self.tensors, &path);
-        written.unwrap_or_else(|e| fail(1, format!("cannot write the trace {}: {e}", path.display())));
+        written.map_err(|e| Failure::running(format!("cannot write the trace {}: {e}", path.display())))?;
         if self.updates.0 >= self.updates.1 {
             self.path = None;
         }
+        Ok(())
     }
 }

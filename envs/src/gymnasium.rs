@@ -774,16 +774,10 @@ impl<O: Observation> Gymnasium<O> {
     }
 }
 
-static IN_PYTHON: OnceLock<String> = OnceLock::new();
-
-/// Records, once per process, that its envs run in Python: the device line says so ([`in_python`]).
+/// Says once per process, at the first env made here by [`Gymnasium::new`], that its envs run in Python.
 fn announce(id: &str, python: &std::path::Path) {
-    IN_PYTHON.get_or_init(|| format!("{id} runs in Gymnasium, one Python process per env ({})", python.display()));
-}
-
-/// Where this process's envs run in Python (an env made here by [`Gymnasium::new`]), in words; `None` if none does.
-pub fn in_python() -> Option<&'static str> {
-    IN_PYTHON.get().map(String::as_str)
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| println!("env: {id} runs in Gymnasium, one Python process per env ({})", python.display()));
 }
 
 impl<O: Observation> Env for Gymnasium<O> {

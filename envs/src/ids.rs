@@ -260,7 +260,7 @@ mod tests {
     }
 
     /// Your own copy of a binary (docs/your-env.md) runs its own ids: its make_env refuses what it cannot make.
-    /// That each binary of the package has its row: tests/library.rs.
+    /// That each binary of the package has its row: tests/diffs.rs.
     #[test]
     fn a_binary_without_a_row_is_not_checked() {
         assert_eq!(check_id("my_ppo", "GridWalk-v0"), Ok(()));

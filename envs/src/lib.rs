@@ -112,60 +112,13 @@ pub fn make(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
             made => made?,
         },
     };
-    let Some(var) = std::env::var_os("ENVS_NAN_REWARD") else { return Ok(env) };
-    let at = var.to_str().and_then(|v| v.split_once(':')).and_then(|(s, n)| Some((s.parse().ok()?, n.parse().ok()?)));
-    let (seed, step) = at.ok_or_else(|| EnvError(format!("ENVS_NAN_REWARD={var:?}: expected <seed>:<step>")))?;
-    Ok(Box::new(NanRewardAt { inner: env, seed, step, steps: None }))
+    // tests only (the cargo feature test-hooks): ENVS_NAN_REWARD=<seed>:<step>
+    #[cfg(feature = "test-hooks")]
+    let env = nan_reward::wrap(env)?;
+    Ok(env)
 }
 
-/// A testing aid, for what a run does with a non-finite value (tests/ppo_seeds.rs): with the environment
-/// variable `ENVS_NAN_REWARD=<seed>:<step>`, each env [`make`] makes returns a NaN reward at its `<step>`-th
-/// step after a reset with seed `<seed>` (and at no other); without it `make` adds nothing.
-struct NanRewardAt {
-    inner: Box<dyn Env<Obs = f32>>,
-    seed: u64,
-    step: u64,
-    /// the steps since the reset with that seed (None: not reset with it)
-    steps: Option<u64>,
-}
-
-impl Env for NanRewardAt {
-    type Obs = f32;
-    fn observation_space(&self) -> Space {
-        self.inner.observation_space()
-    }
-    fn action_space(&self) -> Space {
-        self.inner.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
-        if seed.is_some() {
-            self.steps = (seed == Some(self.seed)).then_some(0);
-        }
-        self.inner.reset(seed, obs)
-    }
-    fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
-        let mut step = self.inner.step(action, obs);
-        self.steps = self.steps.map(|n| n + 1);
-        if self.steps == Some(self.step) {
-            step.reward = f64::NAN;
-        }
-        step
-    }
-    fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
-        self.inner.render(rgb)
-    }
-    fn lives(&self) -> u32 {
-        self.inner.lives()
-    }
-    fn action_mask(&self) -> Option<&[bool]> {
-        self.inner.action_mask()
-    }
-    fn unwrapped(&mut self) -> Option<&mut dyn std::any::Any> {
-        self.inner.unwrapped()
-    }
-}
-
-/// [`make`]'s env, before its testing aid.
+/// [`make`]'s env.
 fn make_env(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
     if ressim::IDS.contains(&id) {
         return Ok(Box::new(ressim::make(id, None)?));
@@ -197,4 +150,64 @@ fn make_env(id: &str) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
         id if mujoco::IDS.contains(&id) => Box::new(TimeLimit::new(mujoco::MujocoEnv::new(id)?, max_steps)),
         _ => unreachable!("every id in KNOWN_ENVS has a constructor"),
     })
+}
+
+/// A testing aid of the test suite's build only (the cargo feature `test-hooks`), for what a run does with a
+/// non-finite value (tests/ppo_seeds.rs): with `ENVS_NAN_REWARD=<seed>:<step>`, each env [`make`] makes returns a
+/// NaN reward at its `<step>`-th step after a reset with seed `<seed>` (and at no other).
+#[cfg(feature = "test-hooks")]
+mod nan_reward {
+    use super::{Action, Env, EnvError, Space, Step};
+
+    pub(super) fn wrap(env: Box<dyn Env<Obs = f32>>) -> Result<Box<dyn Env<Obs = f32>>, EnvError> {
+        let Some(var) = std::env::var_os("ENVS_NAN_REWARD") else { return Ok(env) };
+        let at =
+            var.to_str().and_then(|v| v.split_once(':')).and_then(|(s, n)| Some((s.parse().ok()?, n.parse().ok()?)));
+        let (seed, step) = at.ok_or_else(|| EnvError(format!("ENVS_NAN_REWARD={var:?}: expected <seed>:<step>")))?;
+        Ok(Box::new(NanRewardAt { inner: env, seed, step, steps: None }))
+    }
+
+    struct NanRewardAt {
+        inner: Box<dyn Env<Obs = f32>>,
+        seed: u64,
+        step: u64,
+        /// the steps since the reset with that seed (None: not reset with it)
+        steps: Option<u64>,
+    }
+
+    impl Env for NanRewardAt {
+        type Obs = f32;
+        fn observation_space(&self) -> Space {
+            self.inner.observation_space()
+        }
+        fn action_space(&self) -> Space {
+            self.inner.action_space()
+        }
+        fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+            if seed.is_some() {
+                self.steps = (seed == Some(self.seed)).then_some(0);
+            }
+            self.inner.reset(seed, obs)
+        }
+        fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
+            let mut step = self.inner.step(action, obs);
+            self.steps = self.steps.map(|n| n + 1);
+            if self.steps == Some(self.step) {
+                step.reward = f64::NAN;
+            }
+            step
+        }
+        fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
+            self.inner.render(rgb)
+        }
+        fn lives(&self) -> u32 {
+            self.inner.lives()
+        }
+        fn action_mask(&self) -> Option<&[bool]> {
+            self.inner.action_mask()
+        }
+        fn unwrapped(&mut self) -> Option<&mut dyn std::any::Any> {
+            self.inner.unwrapped()
+        }
+    }
 }

@@ -188,10 +188,17 @@ extern "C" fn on_error(msg: *const c_char) {
     unsafe { _exit(1) }
 }
 
-/// `PPO_MUJOCO_FAIL=make_data` or `=error` (a testing aid, as PPO_TRACE): mj_makeData's NULL, or an
-/// error inside MuJoCo at every step (an env thread's), forced, so that tests see what a run does then.
+/// `PPO_MUJOCO_FAIL=make_data` or `=error`, in the test suite's build only (the cargo feature `test-hooks`):
+/// mj_makeData's NULL, or an error inside MuJoCo at every step (an env thread's), so that tests see what a run
+/// does then.
+#[cfg(feature = "test-hooks")]
 fn forced(what: &str) -> bool {
     std::env::var("PPO_MUJOCO_FAIL").is_ok_and(|v| v == what)
+}
+
+#[cfg(not(feature = "test-hooks"))]
+fn forced(_what: &str) -> bool {
+    false
 }
 
 /// A symbol's address as the function pointer type it has in mujoco.h.

@@ -7,7 +7,7 @@
 use clap::Parser;
 use envs::atari::*; // the Atari env and its wrappers
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
-use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
+use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, OrExit, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
 
@@ -185,10 +185,13 @@ fn main() {
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
-    // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
-    let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
-    let mut log = RunLog::create(&run_name, &args, &device_name, &from);
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, then seeds torch anew;
+    // its run's logs are cut back to it; the last argument: running statistics to restore (&[]: none)
+    let from = Start::new(&args, num_iterations, &mut optimizer, &[]).or_exit();
+    if from.iteration > 0 {
+        tch::manual_seed(from.seed as i64); // --resume: the checkpoint's seed, as the envs' fresh episodes get
+    }
+    let mut log = RunLog::create(&run_name, &args, &device_name, &from).or_exit();
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
@@ -354,21 +357,22 @@ fn main() {
             ("debug/first_mb_clipfrac", OnDevice(&clipfrac(&ratio_devs[0]))),
             ("debug/unclipped_grad_norm", OnDevice(&grad_norm)),
         ];
-        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
-        log.update(&row, &loss, envs.take_step_seconds(), learning_start);
-        log.checkpoint(&optimizer, &[]);
+        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done).or_exit();
+        log.update(&row, &loss, envs.take_step_seconds(), learning_start).or_exit();
+        log.checkpoint(&optimizer, &[]).or_exit();
     }
 
     if args.run.save_model {
         // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
-        let model_path = log.save(&vs, &args.run.exp_name);
+        let model_path = log.save(&vs, &args.run.exp_name).or_exit();
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
         let mut action = [0i64];
-        log.eval(&play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
+        let returns = play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
             let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
             let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs, None));
             a.to_device(Device::Cpu).copy_data(&mut action, 1);
             env.step(Action::Discrete(&action));
-        }));
+        });
+        log.eval(&returns).or_exit();
     }
 }

@@ -12,8 +12,8 @@ use envs::atari::*; // the Atari env and its wrappers
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
-use ppo_details::{checks::Rollout, ranks::*}; // the batch's checks; MPI's collectives, as torch.distributed's
-use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
+use ppo_details::{cli::Rollout, ranks::*}; // the batch's checks; MPI's collectives, as torch.distributed's
+use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, OrExit, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use std::time::Instant;
 use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
@@ -214,9 +214,9 @@ fn main() {
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
     // Aux 2: every rank starts from rank 0's weights
     broadcast_from_rank_0(&world, &optimizer.flat);
-    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
-    // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
-    let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, then seeds torch anew;
+    // its run's logs are cut back to it; the last argument: running statistics to restore (&[]: none)
+    let from = Start::new(&args, num_iterations, &mut optimizer, &[]).or_exit();
     if from.iteration > 0 {
         if from.global_step != (from.iteration * batch_size * world_size) as u64 {
             fail(2, "the run to resume ran with another number of ranks (mpirun -np): resume it with as many");
@@ -224,7 +224,8 @@ fn main() {
         tch::manual_seed((from.seed + rank as u64) as i64); // Aux 2: each rank its own way, as at the start
     }
     // Aux 2: rank 0 alone writes the run directory; episodes.csv names each episode's rank
-    let mut log = (rank == 0).then(|| RunLog::create(&run_name, &args, &device_name, &from).with_ranks(world_size));
+    let mut log =
+        (rank == 0).then(|| RunLog::create(&run_name, &args, &device_name, &from).or_exit().with_ranks(world_size));
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
@@ -416,25 +417,26 @@ fn main() {
         for (episode_rank, step, r, l) in episodes {
             log.episode_of_rank(episode_rank, step, r, l);
         }
-        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
-        log.update(&row, &loss, envs.take_step_seconds(), learning_start);
+        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done).or_exit();
+        log.update(&row, &loss, envs.take_step_seconds(), learning_start).or_exit();
         // Aux 2: baselines' check_synced, after every update
         if !in_sync {
-            log.fail(format!("the ranks hold different weights after update {iteration}"));
+            log.failure(format!("the ranks hold different weights after update {iteration}")).exit();
         }
-        log.checkpoint(&optimizer, &[]);
+        log.checkpoint(&optimizer, &[]).or_exit();
     }
 
     if let (true, Some(log)) = (args.run.save_model, &mut log) {
         // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
-        let model_path = log.save(&vs, &args.run.exp_name);
+        let model_path = log.save(&vs, &args.run.exp_name).or_exit();
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
         let mut action = [0i64];
-        log.eval(&play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
+        let returns = play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
             let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
             let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs, None));
             a.to_device(Device::Cpu).copy_data(&mut action, 1);
             env.step(Action::Discrete(&action));
-        }));
+        });
+        log.eval(&returns).or_exit();
     }
 }

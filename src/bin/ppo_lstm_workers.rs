@@ -9,7 +9,7 @@ use clap::Parser;
 use envs::atari::*; // the Atari env and its wrappers
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
 use mpi::traits::*;
-use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
+use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, OrExit, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use tch::nn::{LSTMState, RNN};
 use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
@@ -253,17 +253,17 @@ fn main() {
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
-    // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
-    let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, then seeds torch anew;
+    // its run's logs are cut back to it; the last argument: running statistics to restore (&[]: none)
+    let from = Start::new(&args, num_iterations, &mut optimizer, &[]).or_exit();
     if from.iteration > 0 && from.global_step != (from.iteration * batch_size * workers) as u64 {
         let np = from.global_step as usize / (from.iteration * batch_size) + 1;
         fail(2, format!("the run to resume ran with {} workers: resume it with mpirun -np {np}", np - 1));
     }
-    if rank > 1 {
-        tch::manual_seed((from.seed + rank as u64 - 1) as i64); // Workers 7: worker w > 1 samples its own way
+    if rank > 1 || from.iteration > 0 {
+        tch::manual_seed((from.seed + rank.max(1) as u64 - 1) as i64); // Workers 7: worker w > 1 samples its own way
     }
-    let mut log = learner.then(|| RunLog::create(&run_name, &args, &device_name, &from).with_workers()); // Workers 4
+    let mut log = learner.then(|| RunLog::create(&run_name, &args, &device_name, &from).or_exit().with_workers()); // Workers 4
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
@@ -505,19 +505,19 @@ fn main() {
             ("timing/learner_wait_seconds", OnHost(learner_wait)),
             ("timing/workers_wait_seconds", OnHost(workers_wait)),
         ];
-        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
-        log.update(&row, &loss, env_seconds, learning_start);
-        log.checkpoint(&optimizer, &[]);
+        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done).or_exit();
+        log.update(&row, &loss, env_seconds, learning_start).or_exit();
+        log.checkpoint(&optimizer, &[]).or_exit();
     }
 
     let Some(mut log) = log else { return }; // Workers 4: the learner's
     if args.run.save_model {
         // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
-        let model_path = log.save(&vs, &args.run.exp_name);
+        let model_path = log.save(&vs, &args.run.exp_name).or_exit();
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
         let mut action = [0i64];
         let (mut lstm_state, mut done) = (agent.lstm.zero_state(1), Tensor::zeros([1], (Kind::Float, device)));
-        log.eval(&play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
+        let returns = play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
             let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
             let (a, _, _, _, state) =
                 tch::no_grad(|| agent.get_action_and_value(&obs, &lstm_state, &done, &[false], None));
@@ -525,6 +525,7 @@ fn main() {
             env.step(Action::Discrete(&action));
             (lstm_state, done) =
                 (state, Tensor::from_slice(&[(env.terminated[0] || env.truncated[0]) as u8 as f32]).to_device(device));
-        }));
+        });
+        log.eval(&returns).or_exit();
     }
 }

@@ -7,7 +7,7 @@
 
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, RunningMeanStd, Space, VecEnv};
-use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
+use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, OrExit, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use std::mem::take;
 use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
@@ -262,10 +262,13 @@ fn main() {
     let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args);
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
-    // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
-    let from = Start::new(&args, num_iterations, &mut optimizer, stats.as_flattened());
-    let mut log = RunLog::create(&run_name, &args, &device_name, &from);
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, then seeds torch anew;
+    // its run's logs are cut back to it; the last argument: running statistics to restore (&[]: none)
+    let from = Start::new(&args, num_iterations, &mut optimizer, stats.as_flattened()).or_exit();
+    if from.iteration > 0 {
+        tch::manual_seed(from.seed as i64); // --resume: the checkpoint's seed, as the envs' fresh episodes get
+    }
+    let mut log = RunLog::create(&run_name, &args, &device_name, &from).or_exit();
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // start the game (with --resume: where the checkpoint stood, in fresh episodes)
@@ -573,10 +576,10 @@ fn main() {
         }
         let row: Vec<_> =
             row.into_iter().chain(level_columns.iter().map(|(name, value)| (name.as_str(), OnDevice(value)))).collect();
-        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
+        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done).or_exit();
         let env_seconds = level_envs.iter_mut().chain(&mut sync_envs).map(|envs| envs.take_step_seconds()).sum();
-        log.update(&row, &loss, env_seconds, learning_start);
-        log.checkpoint(&optimizer, stats.as_flattened());
+        log.update(&row, &loss, env_seconds, learning_start).or_exit();
+        log.checkpoint(&optimizer, stats.as_flattened()).or_exit();
     }
 
     if args.run.save_model {
@@ -586,19 +589,20 @@ fn main() {
             tch::no_grad(|| agent.obs_rms.shallow_clone().copy_(&rms));
         }
         // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
-        let model_path = log.save(&vs, &args.run.exp_name);
+        let model_path = log.save(&vs, &args.run.exp_name).or_exit();
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
         let v = Vec::<f64>::try_from(agent.obs_rms.to_device(Device::Cpu)).unwrap_or_else(|e| fail(1, e));
         let d = obs_dim as usize;
         let rms = RunningMeanStd { mean: v[..d].to_vec(), var: v[d..2 * d].to_vec(), count: v[2 * d] };
         let env = make_env(&args, args.levels[n_levels - 1], Some(rms)).unwrap_or_else(|e| fail(1, e)).0;
         let mut action = vec![0f32; n_actions as usize];
-        log.eval(&play(env, args.run.seed, |env| {
+        let returns = play(env, args.run.seed, |env| {
             let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
             let [a, _, _, _] = tch::no_grad(|| agent.get_action_and_value(&obs, None));
             a.to_device(Device::Cpu).copy_data(&mut action, n_actions as usize);
             env.step(Action::Continuous(&action));
-        }));
+        });
+        log.eval(&returns).or_exit();
     }
 }
 

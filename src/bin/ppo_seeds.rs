@@ -7,7 +7,7 @@
 
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
-use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, RunArgs, RunLog, Start, Trace};
+use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, OrExit, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
 
@@ -218,10 +218,14 @@ fn main() {
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new_seeds(&vs, 1e-5, args.num_seeds); // Seeds 3: each seed's own step count
 
-    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, cuts its run's logs back
-    // to it and reseeds torch (after the seeding above); the last argument: running statistics to restore (&[]: none)
-    let from = Start::new(&args, num_iterations, &mut optimizer, &[]);
-    let mut log = RunLog::create(&run_name, &args, &device_name, &from).with_seeds(&seeds, args.num_envs); // Seeds 4
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, then seeds torch anew;
+    // its run's logs are cut back to it; the last argument: running statistics to restore (&[]: none)
+    let from = Start::new(&args, num_iterations, &mut optimizer, &[]).or_exit();
+    if from.iteration > 0 {
+        tch::manual_seed(from.seed as i64); // --resume: the checkpoint's seed, as the envs' fresh episodes get
+    }
+    let mut log = RunLog::create(&run_name, &args, &device_name, &from).or_exit();
+    log.set_seeds(&seeds, args.num_envs).or_exit(); // Seeds 4
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
 
     // storage: obs, actions, logprobs, values on the device, a tensor per step; rewards, dones on the host, for GAE
@@ -432,9 +436,9 @@ fn main() {
         ];
         // Seeds 4: the trace's rollout, seed by seed ([seeds, rows, ...])
         let [b_obs, b_actions, next_obs] = [&b_obs, &b_actions, &next_obs].map(|t| t.unflatten(0, [num_seeds, -1]));
-        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done);
-        log.update(&row, &loss, envs.take_step_seconds(), learning_start);
-        log.checkpoint(&optimizer, &[]);
+        trace.finish(&row, [&b_obs, &b_actions, &next_obs], [&rewards, &dones], &next_done).or_exit();
+        log.update(&row, &loss, envs.take_step_seconds(), learning_start).or_exit();
+        log.checkpoint(&optimizer, &[]).or_exit();
         if optimizer.stopped_at().iter().all(|&at| at > 0) {
             break; // Seeds 5: no seed is left to train
         }
@@ -442,7 +446,7 @@ fn main() {
 
     if args.run.save_model {
         // CleanRL's evaluate: the saved file, read back into the agent, plays 10 episodes with sampled actions
-        let model_path = log.save(&vs, &args.run.exp_name);
+        let model_path = log.save(&vs, &args.run.exp_name).or_exit();
         vs.load(&model_path).unwrap_or_else(|e| fail(1, format!("cannot load {}: {e}", model_path.display())));
         let mut action = [0i64];
         // Seeds 4: the model of each seed saved alone too (for ppo's Agent); each seed plays its own games
@@ -455,8 +459,8 @@ fn main() {
                 env.step(Action::Discrete(&action));
             }));
         }
-        log.eval_each(&returns);
+        log.eval_each(&returns).or_exit();
     }
     // Seeds 5: exit code 1 if a seed stopped non-finite, once the others ran to the end and were saved
-    log.end();
+    log.end().or_exit();
 }
