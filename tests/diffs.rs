@@ -1,9 +1,11 @@
 //! `diffs/<child>.diff` must be the current unified diff of each variant against its parent
-//! (family tree in `diffs/family.txt`); regenerate with `scripts/update-diffs`.
+//! (family tree in `diffs/family.txt`); regenerate with `scripts/update-diffs`. The diffs show all
+//! that differs only while the library names no binary: a branch on a binary's name would hide there.
+//! Each binary of the family also has its row of env ids.
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn unified_diff(parent: &str, child: &str) -> String {
@@ -14,27 +16,6 @@ fn unified_diff(parent: &str, child: &str) -> String {
         .expect("`diff` (GNU diffutils) runs");
     assert!(matches!(out.status.code(), Some(0 | 1)), "diff failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("utf-8 diff")
-}
-
-#[test]
-fn family_tree_is_the_documented_one() {
-    let want = [
-        ("ppo", "ppo_atari"),
-        ("ppo_atari", "ppo_lstm"),
-        ("ppo_atari", "ppo_multidiscrete_mask"),
-        ("ppo_atari", "ppo_atari_multigpu"),
-        ("ppo_lstm", "ppo_lstm_workers"),
-        ("ppo", "ppo_continuous"),
-        ("ppo", "ppo_noisy"),
-        ("ppo", "ppo_seeds"),
-        ("ppo_continuous", "ppo_ressim"),
-        ("ppo_ressim", "ppo_multilevel"),
-    ];
-    let got = common::family();
-    assert_eq!(got.len(), want.len());
-    for ((p, c), (wp, wc)) in got.iter().zip(want) {
-        assert_eq!((p.as_str(), c.as_str()), (wp, wc));
-    }
 }
 
 #[test]
@@ -55,4 +36,58 @@ fn diffs_are_current() {
         }
     }
     assert!(stale.is_empty(), "{}; run scripts/update-diffs", stale.join("; "));
+}
+
+/// The binaries of `diffs/family.txt`.
+fn binaries() -> std::collections::BTreeSet<String> {
+    common::family().into_iter().flat_map(|(p, c)| [p, c]).collect()
+}
+
+/// Every `.rs` file under `dir`, its subfolders too, `src/bin/` aside.
+fn library_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("a source folder").flatten() {
+        let path = entry.path();
+        if path.is_dir() && !path.ends_with("src/bin") {
+            library_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// No library file (`src/**/*.rs` but `src/bin/`) quotes a binary's name, its unit tests aside: what differs
+/// between two binaries is in their files, where the diff shows it.
+#[test]
+fn the_library_names_no_binary() {
+    let mut files = Vec::new();
+    library_files(Path::new("src"), &mut files);
+    assert!(files.iter().any(|f| f.ends_with("src/lib.rs")), "src/lib.rs not found: {files:?}");
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("a source file");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            for bin in binaries().iter().filter(|b| line.contains(&format!("\"{b}\""))) {
+                found.push(format!("{}:{}: \"{bin}\"", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the library names a binary (the binary's own file should hold it):\n{}",
+        found.join("\n")
+    );
+}
+
+/// Every training binary of the package has its row in `envs`' table of ids (a binary without one, a user's copy,
+/// is not checked: its make_env decides), so that an id of a family it cannot run is refused by `check_id`.
+#[test]
+fn every_binary_of_the_family_has_its_env_ids() {
+    let binaries = binaries();
+    assert!(binaries.len() >= 11, "{binaries:?}");
+    for bin in binaries {
+        let probes = ["CartPole-v1", "HalfCheetah-v4", "BreakoutNoFrameskip-v4", "ResSim-v1", "MicrortsMining-v1"];
+        let refused = probes.iter().any(|id| envs::check_id(&bin, id).is_err());
+        assert!(refused, "{bin} runs every family: has it a row in envs/src/ids.rs?");
+    }
 }

@@ -1,19 +1,12 @@
 //! What README.md and docs/*.md say is what the code does (docs/details.md, which tests/details.rs generates,
-//! aside). Five rules:
+//! aside). Two rules:
 //! - every command they show runs, and a `console` block's command prints what the block shows (below);
-//! - every name of ours they cite exists: a Rust path, a file, a flag, a logged column, an identifier;
-//! - every test they name exists: a code span `<file>.rs::<function>`, the file under `tests/` or `envs/tests/`
-//!   (or `src/`, `envs/src/` for the unit tests), names a function of that file marked `#[test]`, not `#[ignore]`d;
-//! - a sentence that says something is tested names its test so: it says so when it has one of [`SAYS_TESTED`] as
-//!   whole words, not after "not" or "never", nor before "suite";
-//! - a sentence that says "measured" (not after "not", "never", "yet" or "be") names its source, a date and a
-//!   processor: a code span that starts `scripts/`, `cargo ` or `target/release/`, or names a test; `YYYY-MM-DD`;
-//!   one of [`PROCESSORS`], or "processor" and "not recorded" (a figure older than this rule).
+//! - every name of ours they cite in a code span exists: a Rust path, a file, a flag, a logged column, an identifier;
+//!   and a test `<file>.rs::<function>`, the file under `tests/` or `envs/tests/` (or `src/`, `envs/src/` for the
+//!   unit tests), is a function of that file marked `#[test]`, not `#[ignore]`d.
 //!
-//! The prose is cut into sentences: a paragraph or a list item ends one at `.`, `?` or `!` before a space or its
-//! end (not after "e.g.", "i.e.", "cf.", "vs.", nor before a lowercase letter); a table row is one sentence;
-//! headings, code blocks and HTML comments are not prose. The words are matched outside code spans and link
-//! targets, case aside. (Line counts and diff sizes: tests/readme.rs; links: tests/links.rs.)
+//! Code spans are read from the prose, headings and table rows; code blocks and HTML comments are not prose.
+//! (Line counts and diff sizes: tests/readme.rs; links: tests/links.rs.)
 //!
 //! A command is a line of a code block (fenced `sh` or `console`, or indented four spaces) or an inline code span
 //! that starts as a command does (`cargo `, `scripts/`, `mpirun `, `target/release/`, `VAR=value `). Each is
@@ -453,21 +446,45 @@ fn every_command_shown_runs() {
     assert!(failed.is_empty(), "commands the docs show that do not do what they show:\n{}", failed.join("\n\n"));
 }
 
-#[test]
-fn every_listed_command_is_still_shown() {
-    let shown: Vec<String> = all_shown().into_iter().map(|s| s.command).collect();
-    let stale: Vec<&str> = NOT_RUN
-        .iter()
-        .map(|(c, _)| *c)
-        .filter(|c| !shown.iter().any(|s| s == c.trim_end() || s.starts_with(c)))
-        .collect();
-    assert!(stale.is_empty(), "NOT_RUN lists commands no page shows: {stale:?}");
+/// The code spans of a page's prose, headings and table rows: (the line each starts on, the span). A span may
+/// run over the lines of a paragraph; a blank line, a heading, a table row or a list item ends a paragraph.
+fn spans(page: &Path) -> Vec<(usize, String)> {
+    let text = std::fs::read_to_string(page).expect("a page");
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut out, mut unit): (Vec<(usize, String)>, Vec<(usize, &str)>) = (Vec::new(), Vec::new());
+    let (mut fence, mut indented) = (false, false);
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim();
+        fence ^= t.starts_with("```");
+        indented =
+            (indented || i > 0 && lines[i - 1].trim().is_empty()) && line.starts_with("    ") && !t.starts_with('-');
+        let numbered = t.split_once(". ").is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+        let not_prose = fence || t.starts_with("```") || indented || t.starts_with("<!--");
+        let starts = ["#", "|", "- ", "* "].iter().any(|s| t.starts_with(s));
+        if not_prose || t.is_empty() || starts || numbered {
+            out.extend(unit_spans(&unit));
+            unit.clear();
+        }
+        if !not_prose && !t.is_empty() {
+            unit.push((i + 1, t));
+        }
+    }
+    out.extend(unit_spans(&unit));
+    out
 }
 
-/// The code spans of a page's prose and headings: (the line of the sentence it is in, the span).
-fn spans(page: &Path) -> Vec<(usize, String)> {
-    let sentences = sentences(page, true);
-    sentences.iter().flat_map(|(line, s)| spans_of(s).map(|span| (*line, span.trim().to_string()))).collect()
+/// The closed code spans of a paragraph (its lines, each with its number), each with the line it starts on.
+fn unit_spans(unit: &[(usize, &str)]) -> Vec<(usize, String)> {
+    let mut text = String::new();
+    let mut starts = Vec::new();
+    for (line, piece) in unit {
+        text.push_str(if text.is_empty() { "" } else { " " });
+        starts.push((text.len(), *line));
+        text.push_str(piece);
+    }
+    let line_at = |at: usize| starts.iter().rev().find(|(o, _)| *o <= at).map_or(0, |(_, l)| *l);
+    let ticks: Vec<usize> = text.match_indices('`').map(|(at, _)| at).collect();
+    ticks.chunks_exact(2).map(|p| (line_at(p[0]), text[p[0] + 1..p[1]].trim().to_string())).collect()
 }
 
 /// Every text file of the code: src/, envs/ (its sources, examples and tests), tests/*.rs, scripts/, .ci/.
@@ -611,144 +628,6 @@ const THEIRS: &[(&str, &str)] = &[
     ("learning_time", "miniDRL's"),
 ];
 
-#[test]
-fn every_name_cited_exists() {
-    let code = code_files();
-    let flags = known_flags();
-    let modules: Vec<String> = code
-        .iter()
-        .filter(|(p, _)| p.parent() == Some(Path::new("src")))
-        .filter_map(|(p, _)| p.file_stem().map(|s| s.to_string_lossy().to_string()))
-        .collect();
-    let mut missing = Vec::new();
-    for page in pages() {
-        for (line, span) in spans(&page) {
-            if THEIRS.iter().any(|(n, _)| *n == span) {
-                continue;
-            }
-            if cited_name_exists(&span, &code, &flags, &modules) == Some(false) {
-                missing.push(format!("{}:{line}: `{span}`", page.display()));
-            }
-        }
-    }
-    let unused: Vec<&str> = THEIRS
-        .iter()
-        .map(|(n, _)| *n)
-        .filter(|n| !pages().iter().any(|p| spans(p).iter().any(|(_, s)| s == n)))
-        .collect();
-    assert!(unused.is_empty(), "THEIRS lists names no page cites: {unused:?}");
-    assert!(missing.is_empty(), "names the docs cite that the code does not have:\n{}", missing.join("\n"));
-}
-
-/// What says that something is tested, as whole words.
-const SAYS_TESTED: &[&str] =
-    &["tested", "a test", "the test", "its test", "unit test", "unit tests", "tests check", "tests show", "checked by"];
-
-/// What names the processor a figure was measured on, as a whole word.
-const PROCESSORS: &[&str] =
-    &["Intel", "AMD", "Xeon", "EPYC", "Ryzen", "Apple", "NVIDIA", "A100", "H100", "H200", "GPU"];
-
-/// The sentences of a page's prose, as the module's header cuts them, and with `headings` each heading as one:
-/// (the line each starts on, the sentence).
-fn sentences(page: &Path, headings: bool) -> Vec<(usize, String)> {
-    let text = std::fs::read_to_string(page).expect("a page");
-    let lines: Vec<&str> = text.lines().collect();
-    let (mut out, mut unit) = (Vec::new(), Vec::new());
-    let (mut fence, mut indented) = (false, false);
-    for (i, line) in lines.iter().enumerate() {
-        let t = line.trim();
-        fence ^= t.starts_with("```");
-        indented =
-            (indented || i > 0 && lines[i - 1].trim().is_empty()) && line.starts_with("    ") && !t.starts_with('-');
-        let numbered = t.split_once(". ").is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
-        let not_prose = fence || t.starts_with("```") || indented || t.starts_with('#') || t.starts_with("<!--");
-        if not_prose || t.is_empty() || t.starts_with('|') || t.starts_with("- ") || t.starts_with("* ") || numbered {
-            out.extend(cut(&unit));
-            unit.clear();
-        }
-        if t.starts_with('|') && !not_prose || headings && t.starts_with('#') && !fence && !indented {
-            out.push((i + 1, t.to_string()));
-        } else if !not_prose && !t.is_empty() {
-            unit.push((i + 1, t));
-        }
-    }
-    out.extend(cut(&unit));
-    out
-}
-
-/// A paragraph or list item (its lines, each with its number) cut into sentences.
-fn cut(unit: &[(usize, &str)]) -> Vec<(usize, String)> {
-    let (mut text, mut starts) = (String::new(), Vec::new());
-    for (line, piece) in unit {
-        text.push_str(if text.is_empty() { "" } else { " " });
-        starts.push((text.len(), *line));
-        text.push_str(piece);
-    }
-    let blanked = blank_code(&text);
-    let line_at = |at: usize| starts.iter().rev().find(|(o, _)| *o <= at).map_or(0, |(_, l)| *l);
-    let (mut out, mut start) = (Vec::new(), 0);
-    for (at, c) in blanked.char_indices().filter(|(_, c)| matches!(c, '.' | '?' | '!')) {
-        let rest = &blanked[at + 1..];
-        let word = blanked[..at].rsplit([' ', '(']).next().unwrap_or("").to_lowercase();
-        if rest.starts_with(|c: char| !c.is_whitespace())
-            || rest.trim_start().starts_with(char::is_lowercase)
-            || c == '.' && ["e.g", "i.e", "cf", "vs"].contains(&word.as_str())
-        {
-            continue;
-        }
-        let sentence = text[start..=at].trim();
-        out.push((line_at(at + 1 - sentence.len()), sentence.to_string()));
-        start = at + 1;
-    }
-    let sentence = text[start..].trim();
-    if !sentence.is_empty() {
-        out.push((line_at(text.len() - sentence.len()), sentence.to_string()));
-    }
-    out
-}
-
-/// `text` with every byte of its code spans' contents and its links' targets an `x`.
-fn blank_code(text: &str) -> String {
-    let (mut out, mut span, mut target, mut last) = (String::new(), false, false, ' ');
-    for c in text.chars() {
-        if c == '`' && !target {
-            span = !span;
-        } else if !span && last == ']' && c == '(' {
-            target = true;
-        } else if target && c == ')' {
-            target = false;
-        } else if span || target {
-            out.push_str(&"x".repeat(c.len_utf8()));
-            last = 'x';
-            continue;
-        }
-        out.push(c);
-        last = c;
-    }
-    out
-}
-
-/// Whether `sentence` (blanked, lowercase) has `phrase` as whole words, not after a word of `unless_before` nor
-/// before one of `unless_after`.
-fn says(sentence: &str, phrase: &str, unless_before: &[&str], unless_after: &[&str]) -> bool {
-    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
-    let bare = |w: Option<&str>| w.unwrap_or("").trim_matches(|c: char| !c.is_alphanumeric()).to_string();
-    sentence.match_indices(phrase).any(|(at, _)| {
-        let (before, after) = (&sentence[..at], &sentence[at + phrase.len()..]);
-        !before.ends_with(word)
-            && !after.starts_with(word)
-            && !unless_before.contains(&bare(before.split_whitespace().next_back()).as_str())
-            && !unless_after.contains(&bare(after.split_whitespace().next()).as_str())
-    })
-}
-
-/// The code spans of a sentence (an unclosed one aside).
-fn spans_of(sentence: &str) -> impl Iterator<Item = &str> {
-    let pieces: Vec<&str> = sentence.split('`').collect();
-    let closed = pieces.len() - 1 + pieces.len() % 2; // an even count: the last piece is an unclosed span
-    pieces.into_iter().take(closed).skip(1).step_by(2)
-}
-
 /// The test a code span names (`<file>.rs::<function>`, the file under tests/, envs/tests/, src/ or envs/src/):
 /// (the file, the function).
 fn named_test(span: &str) -> Option<(&str, &str)> {
@@ -774,76 +653,33 @@ fn is_a_test(file: &str, function: &str) -> bool {
 }
 
 #[test]
-fn every_test_named_is_a_test_that_runs() {
-    let mut wrong = Vec::new();
+fn every_name_cited_exists() {
+    let code = code_files();
+    let flags = known_flags();
+    let modules: Vec<String> = code
+        .iter()
+        .filter(|(p, _)| p.parent() == Some(Path::new("src")))
+        .filter_map(|(p, _)| p.file_stem().map(|s| s.to_string_lossy().to_string()))
+        .collect();
+    let mut missing = Vec::new();
     for page in pages() {
         for (line, span) in spans(&page) {
-            if named_test(&span).is_some_and(|(file, function)| !is_a_test(file, function)) {
-                wrong.push(format!("{}:{line}: `{span}`", page.display()));
-            }
-        }
-    }
-    assert!(
-        wrong.is_empty(),
-        "tests the docs name that are no #[test] fn of their file, or are #[ignore]d:\n{}",
-        wrong.join("\n")
-    );
-}
-
-#[test]
-fn every_sentence_that_says_tested_names_its_test() {
-    let mut unnamed = Vec::new();
-    for page in pages() {
-        for (line, sentence) in sentences(&page, false) {
-            let words = blank_code(&sentence).to_lowercase();
-            let tested = SAYS_TESTED.iter().find(|p| says(&words, p, &["not", "never"], &["suite"]));
-            if let Some(phrase) = tested.filter(|_| !spans_of(&sentence).any(|s| named_test(s).is_some())) {
-                unnamed.push(format!("{}:{line}: \"{phrase}\" in: {sentence}", page.display()));
-            }
-        }
-    }
-    assert!(
-        unnamed.is_empty(),
-        "sentences that say something is tested and name no test (`tests/<file>.rs::<function>`):\n{}",
-        unnamed.join("\n")
-    );
-}
-
-/// Whether `text` has a date `YYYY-MM-DD`.
-fn has_date(text: &str) -> bool {
-    text.as_bytes()
-        .windows(10)
-        .any(|w| (0..10).all(|i| if i == 4 || i == 7 { w[i] == b'-' } else { w[i].is_ascii_digit() }))
-}
-
-#[test]
-fn every_measured_figure_names_its_source_date_and_processor() {
-    let mut bare = Vec::new();
-    for page in pages() {
-        for (line, sentence) in sentences(&page, false) {
-            let words = blank_code(&sentence);
-            if !says(&words.to_lowercase(), "measured", &["not", "never", "yet", "be"], &[]) {
+            if THEIRS.iter().any(|(n, _)| *n == span) {
                 continue;
             }
-            let source = spans_of(&sentence).any(|s| {
-                ["scripts/", "cargo ", "target/release/"].iter().any(|c| s.starts_with(c)) || named_test(s).is_some()
-            });
-            let unrecorded = says(&words, "processor", &[], &[]) && words.contains("not recorded");
-            let processor = unrecorded || PROCESSORS.iter().any(|p| says(&words, p, &[], &[]));
-            let missing: Vec<&str> =
-                [(source, "a source"), (has_date(&sentence), "a date"), (processor, "a processor")]
-                    .iter()
-                    .filter(|(has, _)| !has)
-                    .map(|(_, what)| *what)
-                    .collect();
-            if !missing.is_empty() {
-                bare.push(format!("{}:{line}: lacks {}: {sentence}", page.display(), missing.join(", ")));
+            let exists = match named_test(&span) {
+                Some((file, function)) => Some(is_a_test(file, function)),
+                None => cited_name_exists(&span, &code, &flags, &modules),
+            };
+            if exists == Some(false) {
+                missing.push(format!("{}:{line}: `{span}`", page.display()));
             }
         }
     }
     assert!(
-        bare.is_empty(),
-        "sentences that say \"measured\" and do not name the script (or test), the date and the processor:\n{}",
-        bare.join("\n")
+        missing.is_empty(),
+        "names the docs cite that the code does not have, and tests that are no #[test] fn of their file or are \
+         #[ignore]d:\n{}",
+        missing.join("\n")
     );
 }

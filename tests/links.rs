@@ -93,16 +93,3 @@ fn every_docs_page_is_linked_from_the_readme() {
         .collect();
     assert!(orphans.is_empty(), "docs pages the README does not link: {orphans:?}");
 }
-
-#[test]
-fn the_readme_is_read_in_five_minutes() {
-    let lines = std::fs::read_to_string("README.md").expect("README.md").lines().count();
-    assert!(lines <= 200, "README.md has {lines} lines; move detail to a page under docs/");
-}
-
-#[test]
-fn the_link_reader_finds_links_and_skips_code() {
-    let text = "see [a](docs/a.md) and ![b](b.png)\n`x[i](j)` is code\n    [c](indented.md)\n";
-    assert_eq!(links(text), ["docs/a.md", "b.png"]);
-    assert_eq!(slug("## Runs and metrics"), "runs-and-metrics");
-}

@@ -1,5 +1,5 @@
 //! Every number README.md and docs/*.md state about a binary's lines or a diff's size is computed here from the
-//! files, so that none can go stale:
+//! files:
 //!
 //! - the README's variants table: "lines (diff)" is `wc -l` of `src/bin/<binary>.rs` and, for a variant, the size of
 //!   `diffs/<binary>.diff` ("planned" for a binary whose file does not exist yet); "diff parent" is
@@ -7,14 +7,11 @@
 //! - the regions between `<!-- lines:begin -->` and `<!-- lines:end -->` (docs/reading.md): the table of lines and
 //!   diff sizes, ours beside CleanRL's and the blog's, whose figures `docs/reference_diffs.csv` records
 //!   (`scripts/reference-diffs`; with `REFERENCE_DIR` set, a test reruns it); between `<!-- family:begin -->` and
-//!   `<!-- family:end -->`: the family tree of `diffs/family.txt`;
-//! - outside those, no page states a line count or a diff size: a scan finds `N lines`, `N changed lines`,
-//!   `N-line`, `(diff: N`, "`ppo.rs` 339" and fails on each (docs/details.md, which tests/details.rs generates and
-//!   checks, aside).
+//!   `<!-- family:end -->`: the family tree of `diffs/family.txt`.
 //!
 //! A diff's size is its changed lines on both sides: the lines that start with `+` or `-`, the `+++`/`---` file
 //! headers aside, blank ones (nothing but whitespace after the sign) not counted. `scripts/changed-lines` counts the
-//! same way; a test checks that the two agree.
+//! same way, and a test checks that the two agree.
 //!
 //! `scripts/update-details` runs this with `UPDATE_DOCS=1`, which rewrites the figures and the regions instead of
 //! failing.
@@ -181,48 +178,6 @@ fn fill_regions(text: &str, name: &str, body: &str) -> (String, usize) {
     (out, count)
 }
 
-/// The line counts and diff sizes a line of prose states: `N lines`, `N changed lines`, `N-line`, `lines: ...`,
-/// `(diff: N`, and a file name followed by a number (`ppo.rs` 339, ppo.py (312)).
-fn size_claims(line: &str) -> Vec<String> {
-    // a table's cell border separates words, so that one cell's file and the next cell's number are not read together
-    let text: String = line.replace('|', " | ").chars().map(|c| if matches!(c, '`' | '*') { ' ' } else { c }).collect();
-    let raw: Vec<&str> = text.split_whitespace().collect();
-    let clean: Vec<&str> = raw.iter().map(|w| w.trim_matches(|c: char| "()[],;:.!?\"'".contains(c))).collect();
-    let words: Vec<String> = clean.iter().map(|w| w.to_lowercase()).collect();
-    let number = |w: &str| {
-        w.chars().any(|c| c.is_ascii_digit()) && w.chars().all(|c| c.is_ascii_digit() || ",–-~≈+".contains(c))
-    };
-    let is_line = |i: usize| words.get(i).is_some_and(|w| w == "line" || w == "lines");
-    let mut claims = Vec::new();
-    for (i, w) in words.iter().enumerate() {
-        let qualified =
-            words.get(i + 1).is_some_and(|q| ["changed", "added", "removed", "source", "code"].contains(&&**q));
-        if number(w) && (is_line(i + 1) || (qualified && is_line(i + 2))) {
-            claims.push(clean[i..=(i + 1 + qualified as usize)].join(" "));
-        }
-        if w.split_once("-line").is_some_and(|(n, _)| number(n)) {
-            claims.push(clean[i].to_string());
-        }
-        let many = |n: &String| number(n) && n.chars().filter(char::is_ascii_digit).count() > 1;
-        if (w.ends_with(".rs") || w.ends_with(".py")) && words.get(i + 1).is_some_and(many) {
-            claims.push(clean[i..=i + 1].join(" "));
-        }
-        if w == "lines" && raw[i].ends_with(':') && words.get(i + 2).is_some_and(|n| number(n)) {
-            claims.push(clean[i..=i + 2].join(" "));
-        }
-    }
-    let squeezed: String = line.chars().filter(|c| !c.is_whitespace()).collect();
-    if let Some(at) = squeezed.find("(diff:") {
-        if squeezed[at + 6..].starts_with(|c: char| c.is_ascii_digit()) {
-            claims.push(format!(
-                "(diff: {}",
-                &squeezed[at + 6..].chars().take_while(char::is_ascii_digit).collect::<String>()
-            ));
-        }
-    }
-    claims
-}
-
 /// The README's variants table: the index of its header row and of its last row.
 fn variants_table(lines: &[&str]) -> (usize, usize) {
     let start = lines
@@ -335,76 +290,30 @@ fn generated_regions_are_current() {
     assert!(stale.is_empty(), "stale generated regions:\n{}\nrun scripts/update-details", stale.join("\n"));
 }
 
-/// A line count or diff size stated anywhere but in a generated table could go stale unseen: none may be.
-#[test]
-fn no_page_states_a_size_outside_the_generated_tables() {
-    let mut found = Vec::new();
-    for page in pages() {
-        let text = std::fs::read_to_string(&page).expect("a page");
-        let lines: Vec<&str> = text.lines().collect();
-        let table = if page == README { Some(variants_table(&lines)) } else { None };
-        let mut in_region = false;
-        for (i, line) in lines.iter().enumerate() {
-            if REGIONS.iter().any(|(name, _)| line.contains(&format!("<!-- {name}:begin -->"))) {
-                in_region = true;
-            }
-            if REGIONS.iter().any(|(name, _)| line.contains(&format!("<!-- {name}:end -->"))) {
-                in_region = false;
-            }
-            if in_region || table.is_some_and(|(start, end)| (start..=end).contains(&i)) {
-                continue;
-            }
-            for claim in size_claims(line) {
-                found.push(format!("{page}:{}: \"{claim}\"", i + 1));
-            }
-        }
-    }
-    assert!(
-        found.is_empty(),
-        "line counts or diff sizes outside the generated tables (no test recomputes them; drop them, or state them \
-         in a generated table: tests/readme.rs):\n{}",
-        found.join("\n")
-    );
-}
-
-#[test]
-fn the_scan_finds_sizes_and_nothing_else() {
-    for (line, want) in [
-        ("`ppo.rs` is longer than CleanRL's 312 lines (350; see", &["312 lines"][..]),
-        ("`ppo.rs` 339 lines, and ppo.py (312)", &["ppo.rs 339", "339 lines", "ppo.py 312"]),
-        ("ppo_noisy: diff of ppo.rs at 120 changed lines (was 140)", &["120 changed lines"]),
-        ("| 368 (diff: 60 lines) |", &["60 lines", "(diff: 60"]),
-        ("Headers of 6–8 lines, a 10-line block", &["6–8 lines", "10-line"]),
-        ("Lines: ppo 339 (goal 350), ppo_atari 368", &["Lines ppo 339"]),
-        ("**ppo_lstm, 450 lines with its additions** (about 26 lines of the file)", &["450 lines", "26 lines"]),
-        ("one line, exit code 2; the last 20 episodes; 1,292 SPS; 500k steps; ppo.rs:148", &[]),
-        ("| CleanRL `ppo.py` | 2,729 | 6.97× |; `tests/cuda.rs` 8 passed", &[]),
-    ] {
-        assert_eq!(size_claims(line), want, "{line}");
-    }
-}
-
+/// `scripts/changed-lines` (the shell's count, which `scripts/reference-diffs` uses for CleanRL's diffs) and this
+/// file's count alike: on a hand-made diff, and on every diff of `diffs/`.
 #[test]
 fn changed_lines_counts_both_sides_without_blanks() {
+    let script = |diff: &[u8]| -> usize {
+        use std::io::Write;
+        let mut child = Command::new("scripts/changed-lines")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("scripts/changed-lines runs");
+        child.stdin.take().expect("stdin").write_all(diff).expect("a diff on stdin");
+        let out = child.wait_with_output().expect("scripts/changed-lines ends");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().parse().expect("a count")
+    };
     let diff = "--- a.rs\n+++ b.rs\n@@ -1,4 +1,5 @@\n context\n-old\n+new\n+\n-   \n+added\n--x\n++y\n";
     // `-old`, `+new`, `+added`, and `--x`, `++y` (a removed `-x`, an added `+y`) count; the headers, the blank `+`
     // and `-   `, and the context line do not
-    assert_eq!(changed_lines(diff), 5);
-}
-
-/// `scripts/changed-lines` (the shell's count, which `scripts/reference-diffs` uses for CleanRL's diffs) and this
-/// file's agree on every diff of `diffs/`.
-#[test]
-fn the_script_counts_as_this_test() {
+    assert_eq!((changed_lines(diff), script(diff.as_bytes())), (5, 5));
     for (_, child) in common::family() {
         let path = format!("diffs/{child}.diff");
-        if std::fs::metadata(&path).is_err() {
-            continue;
-        }
-        let out = Command::new("scripts/changed-lines").arg(&path).output().expect("scripts/changed-lines runs");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let script: usize = String::from_utf8_lossy(&out.stdout).trim().parse().expect("a count");
-        assert_eq!(script, diff_size(&child), "{path}: scripts/changed-lines and tests/readme.rs differ");
+        let Ok(diff) = std::fs::read(&path) else { continue };
+        assert_eq!(script(&diff), diff_size(&child), "{path}: scripts/changed-lines and tests/readme.rs differ");
     }
 }
 

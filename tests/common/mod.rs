@@ -437,56 +437,6 @@ pub fn kill_rank_and_wait(child: std::process::Child, bin: &str, dir: &Path, ran
     }
 }
 
-/// The comments and literals of a Rust source, as byte ranges in order: line comments (`//`, `///`,
-/// `//!`, without their newline), block comments, string and raw string literals, char literals (a
-/// lifetime, `'a`, is code). What lies between them is code.
-pub fn rust_non_code(src: &str) -> Vec<(bool, std::ops::Range<usize>)> {
-    let b = src.as_bytes();
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    let (mut i, mut out) = (0, Vec::new());
-    while i < b.len() {
-        let (line_comment, end) = match b[i] {
-            b'/' if b.get(i + 1) == Some(&b'/') => (true, src[i..].find('\n').map_or(b.len(), |e| i + e)),
-            b'/' if b.get(i + 1) == Some(&b'*') => (false, src[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2)),
-            b'r' if (i == 0 || !ident(b[i - 1])) && matches!(b.get(i + 1), Some(b'"' | b'#')) => {
-                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
-                if b.get(i + 1 + hashes) != Some(&b'"') {
-                    i += 1;
-                    continue;
-                }
-                let close = format!("\"{}", "#".repeat(hashes));
-                let start = i + 2 + hashes;
-                (false, src[start..].find(&close).map_or(b.len(), |e| start + e + close.len()))
-            }
-            b'"' => {
-                let mut j = i + 1;
-                while j < b.len() && b[j] != b'"' {
-                    j += if b[j] == b'\\' { 2 } else { 1 };
-                }
-                (false, (j + 1).min(b.len()))
-            }
-            b'\'' => {
-                // a char literal ('x', '\n', '±'); a lifetime ('a) is code
-                let rest = &src[i + 1..];
-                let len = match rest.strip_prefix('\\') {
-                    Some(escaped) => escaped.get(1..).and_then(|e| e.find('\'')).map(|e| e + 2),
-                    None => rest.chars().next().map(char::len_utf8),
-                };
-                match len {
-                    Some(len) if rest.as_bytes().get(len) == Some(&b'\'') => (false, i + len + 2),
-                    _ => (false, i + 1),
-                }
-            }
-            _ => (false, i + 1),
-        };
-        if end > i + 1 {
-            out.push((line_comment, i..end));
-        }
-        i = end;
-    }
-    out
-}
-
 /// The tests' pin of libtorch's math kernels: MKL, oneDNN and ATen's own kernels at AVX2, so that
 /// a run takes the same code path on every x86-64 processor with AVX2 that honours the variables.
 /// It narrows the spread between machines, it does not remove it: MKL and oneDNN also choose by
