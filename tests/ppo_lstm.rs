@@ -121,7 +121,7 @@ fn best_and_last_mean_of_20(episodes: &Table) -> (f64, f64) {
 /// tell which way the pole moves: `ppo_lstm` balances it anyway (a mean of >= 475 over 20
 /// consecutive episodes within 300k steps, for at least 2 of seeds 1-3), while `ppo`, whose policy
 /// sees one observation, stays far below at the same number of steps with its defaults (measured:
-/// it ends at 47-54 for seeds 1-3). scripts/bench_lstm compares with sb3-contrib's RecurrentPPO.
+/// it ends at 47-54 for seeds 1-3). `scripts/bench ppo_lstm --against sb3` compares with RecurrentPPO.
 #[test]
 fn the_lstm_balances_cartpole_without_velocities_and_ppo_without_memory_cannot() {
     let (lstm, mlp) = std::thread::scope(|s| {
