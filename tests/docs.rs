@@ -51,7 +51,6 @@ const NOT_RUN: &[(&str, &str)] = &[
     ("scripts/update-details", "rewrites docs/; tests/readme.rs and tests/details.rs check what it writes"),
     ("scripts/update-diffs", "rewrites diffs/; tests/diffs.rs checks what it writes"),
     ("scripts/reference-diffs", "needs CleanRL's checkout; tests/readme.rs runs it when REFERENCE_DIR is set"),
-    ("scripts/compare_mujoco_versions.py", "compares another MuJoCo release, in a venv of its own (its header)"),
     ("cargo run --release -p envs --example atari_layers", "a benchmark of 90 s; the suite builds it"),
 ];
 
