@@ -15,6 +15,7 @@ pub mod harvest;
 mod ids;
 pub mod microrts;
 pub mod mujoco;
+pub mod numpy;
 mod render;
 pub mod ressim;
 mod spaces;
