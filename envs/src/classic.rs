@@ -1,16 +1,17 @@
 //! Classic control, written to match gymnasium 0.29.1 step for step: the same float64
-//! arithmetic in the same order, observations cast to f32 at the end. Start states come from
-//! each env's own RNG (not numpy's, so seeded starts differ from gymnasium's; dynamics do not).
+//! arithmetic in the same order, observations cast to f32 at the end. Start states come from numpy's generator,
+//! as gymnasium seeds it: `reset(seed)` makes `Generator(PCG64(SeedSequence(seed)))`, and an unseeded reset goes
+//! on with it.
 
+use crate::numpy::Pcg64;
 use crate::render;
 use crate::{Action, Env, Space, Step};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use std::f64::consts::PI;
 
-fn rng_from(seed: Option<u64>, rng: &mut ChaCha8Rng) {
+/// gymnasium's `Env.reset(seed=seed)`: a seed starts the env's generator anew; none goes on with it.
+fn rng_from(seed: Option<u64>, rng: &mut Pcg64) {
     if let Some(seed) = seed {
-        *rng = ChaCha8Rng::seed_from_u64(seed);
+        *rng = Pcg64::new(seed);
     }
 }
 
@@ -31,7 +32,7 @@ pub struct CartPole {
     /// x, x_dot, theta, theta_dot
     pub state: [f64; 4],
     steps_beyond_terminated: Option<u32>,
-    rng: ChaCha8Rng,
+    rng: Pcg64,
 }
 
 impl CartPole {
@@ -44,7 +45,7 @@ impl CartPole {
     const X_THRESHOLD: f64 = 2.4;
 
     pub fn new() -> Self {
-        CartPole { state: [0.0; 4], steps_beyond_terminated: None, rng: ChaCha8Rng::seed_from_u64(0) }
+        CartPole { state: [0.0; 4], steps_beyond_terminated: None, rng: Pcg64::new(0) }
     }
 
     fn theta_threshold() -> f64 {
@@ -79,7 +80,7 @@ impl Env for CartPole {
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
         rng_from(seed, &mut self.rng);
         for s in &mut self.state {
-            *s = self.rng.gen_range(-0.05..0.05);
+            *s = self.rng.uniform(-0.05, 0.05);
         }
         self.steps_beyond_terminated = None;
         self.write_obs(obs);
@@ -125,7 +126,7 @@ impl Env for CartPole {
 pub struct Acrobot {
     /// theta1, theta2, dtheta1, dtheta2
     pub state: [f64; 4],
-    rng: ChaCha8Rng,
+    rng: Pcg64,
 }
 
 impl Acrobot {
@@ -141,7 +142,7 @@ impl Acrobot {
     const AVAIL_TORQUE: [f64; 3] = [-1.0, 0.0, 1.0];
 
     pub fn new() -> Self {
-        Acrobot { state: [0.0; 4], rng: ChaCha8Rng::seed_from_u64(0) }
+        Acrobot { state: [0.0; 4], rng: Pcg64::new(0) }
     }
 
     fn terminal(&self) -> bool {
@@ -211,7 +212,7 @@ impl Env for Acrobot {
         rng_from(seed, &mut self.rng);
         for s in &mut self.state {
             // gymnasium stores Acrobot's start state as float32
-            *s = self.rng.gen_range(-0.1f32..0.1) as f64;
+            *s = self.rng.uniform(-0.1, 0.1) as f32 as f64;
         }
         self.write_obs(obs);
     }
@@ -249,9 +250,9 @@ fn mountain_car_space() -> Space {
 }
 
 /// A random start: position uniform in [-0.6, -0.4), at rest.
-fn mountain_car_start(seed: Option<u64>, rng: &mut ChaCha8Rng) -> [f64; 2] {
+fn mountain_car_start(seed: Option<u64>, rng: &mut Pcg64) -> [f64; 2] {
     rng_from(seed, rng);
-    [rng.gen_range(-0.6..-0.4), 0.0]
+    [rng.uniform(-0.6, -0.4), 0.0]
 }
 
 fn write_position_velocity(state: [f64; 2], obs: &mut [f32]) {
@@ -263,7 +264,7 @@ fn write_position_velocity(state: [f64; 2], obs: &mut [f32]) {
 pub struct MountainCar {
     /// position, velocity
     pub state: [f64; 2],
-    rng: ChaCha8Rng,
+    rng: Pcg64,
 }
 
 impl MountainCar {
@@ -273,7 +274,7 @@ impl MountainCar {
     const GRAVITY: f64 = 0.0025;
 
     pub fn new() -> Self {
-        MountainCar { state: [0.0; 2], rng: ChaCha8Rng::seed_from_u64(0) }
+        MountainCar { state: [0.0; 2], rng: Pcg64::new(0) }
     }
 }
 
@@ -326,7 +327,7 @@ fn continuous1(action: Action) -> f32 {
 pub struct Pendulum {
     /// theta (0 is upright), theta_dot
     pub state: [f64; 2],
-    rng: ChaCha8Rng,
+    rng: Pcg64,
 }
 
 impl Pendulum {
@@ -338,7 +339,7 @@ impl Pendulum {
     const L: f64 = 1.0;
 
     pub fn new() -> Self {
-        Pendulum { state: [0.0; 2], rng: ChaCha8Rng::seed_from_u64(0) }
+        Pendulum { state: [0.0; 2], rng: Pcg64::new(0) }
     }
 
     fn write_obs(&self, obs: &mut [f32]) {
@@ -369,7 +370,7 @@ impl Env for Pendulum {
     }
     fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
         rng_from(seed, &mut self.rng);
-        self.state = [self.rng.gen_range(-PI..PI), self.rng.gen_range(-1.0..1.0)];
+        self.state = [self.rng.uniform(-PI, PI), self.rng.uniform(-1.0, 1.0)];
         self.write_obs(obs);
     }
     fn step(&mut self, action: Action, obs: &mut [f32]) -> Step {
@@ -391,7 +392,7 @@ impl Env for Pendulum {
 pub struct MountainCarContinuous {
     /// position, velocity (float32 values after the first step, as gymnasium stores them)
     pub state: [f64; 2],
-    rng: ChaCha8Rng,
+    rng: Pcg64,
 }
 
 impl MountainCarContinuous {
@@ -399,7 +400,7 @@ impl MountainCarContinuous {
     const POWER: f64 = 0.0015;
 
     pub fn new() -> Self {
-        MountainCarContinuous { state: [0.0; 2], rng: ChaCha8Rng::seed_from_u64(0) }
+        MountainCarContinuous { state: [0.0; 2], rng: Pcg64::new(0) }
     }
 }
 

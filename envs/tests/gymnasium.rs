@@ -285,3 +285,104 @@ fn discrete_observations_are_one_hot() {
     lake.reset(Some(1), &mut obs);
     assert_eq!((obs.len(), obs.iter().sum::<f32>(), obs[0]), (16, 1.0, 1.0), "the start, cell 0, one-hot");
 }
+
+/// Gymnasium in Python for the native classic-control envs: for each seed, `reset(seed=seed)`, then `steps` steps,
+/// each episode's end followed by an unseeded reset (the seed's generator goes on). Action t is `actions[t]`; in
+/// CartPole-v1 a -1 pushes the cart the way the pole turns (long episodes). Per seed, every observation, reward
+/// and flag, as JSON.
+const REPLAY_SEEDS: &str = r#"
+import json, sys
+import numpy as np
+import gymnasium as gym
+env_id, seeds, actions = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+env = gym.make(env_id)
+out = []
+for seed in seeds:
+    obs, _ = env.reset(seed=seed)
+    rows = [[np.asarray(obs, dtype=np.float32).tolist()]]
+    for a in actions:
+        space = env.action_space
+        if space.shape:
+            a = np.array(a, dtype=space.dtype).reshape(space.shape)
+        else:
+            a = (1 if obs[3] > 0 else 0) if a[0] < 0 else int(a[0])
+        obs, r, term, trunc, _ = env.step(a)
+        rows.append([np.asarray(obs, dtype=np.float32).tolist(), float(r), bool(term), bool(trunc)])
+        if term or trunc:
+            obs, _ = env.reset()
+            rows[-1].append(np.asarray(obs, dtype=np.float32).tolist())
+    out.append(rows)
+print(json.dumps(out))
+"#;
+
+/// The native classic-control envs are Gymnasium's, bit for bit, live: seeded as Gymnasium seeds them (numpy's
+/// PCG64 from a SeedSequence), stepped with the same float operations, on many seeds and long runs of episodes
+/// that each reset from the seed's own stream. Every observation, reward and end is equal.
+#[test]
+fn the_native_classic_envs_are_gymnasiums_bit_for_bit() {
+    let seeds: Vec<u64> = (0..24).chain([1 << 32, u64::MAX - (1 << 32)]).collect();
+    for (id, steps) in [
+        ("CartPole-v1", 3000),
+        ("Acrobot-v1", 1200),
+        ("MountainCar-v0", 800),
+        ("Pendulum-v1", 800),
+        ("MountainCarContinuous-v0", 2500),
+    ] {
+        let mut native = envs::make(id).expect("a native env");
+        let space = native.action_space();
+        // a fixed pseudo-random sequence (an LCG): every action, or in CartPole 1 in 4 (the rest follow the pole)
+        let mut lcg = 12345u64;
+        let mut draw = || {
+            lcg = lcg.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (lcg >> 33) as f64 / (1u64 << 31) as f64
+        };
+        let actions: Vec<Vec<f64>> = (0..steps)
+            .map(|_| match &space {
+                Space::Discrete(_) if id == "CartPole-v1" && draw() < 0.75 => vec![-1.0],
+                Space::Discrete(n) => vec![((draw() * *n as f64) as usize).min(n - 1) as f64],
+                Space::Box { low, high, .. } => {
+                    low.iter().zip(high).map(|(l, h)| (l + (h - l) * draw() as f32) as f64).collect()
+                }
+                other => panic!("{other}"),
+            })
+            .collect();
+        let (seeds_json, actions_json) = (serde_json::json!(seeds).to_string(), serde_json::json!(actions).to_string());
+        let out = std::process::Command::new(PYTHON)
+            .args(["-c", REPLAY_SEEDS, id, &seeds_json, &actions_json])
+            .env("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+            .output()
+            .unwrap_or_else(|e| panic!("{PYTHON}: {e} (scripts/setup makes it)"));
+        assert!(out.status.success(), "{id}: {}", String::from_utf8_lossy(&out.stderr));
+        let theirs: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let bits = |v: &serde_json::Value| -> Vec<u32> {
+            v.as_array().expect("a list").iter().map(|x| (x.as_f64().expect("a number") as f32).to_bits()).collect()
+        };
+        let mut obs = vec![0f32; native.observation_space().flat_dim()];
+        let mut ends = 0;
+        for (seed, rows) in seeds.iter().zip(theirs.as_array().expect("a list per seed")) {
+            native.reset(Some(*seed), &mut obs);
+            let ours = |obs: &[f32]| obs.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+            assert_eq!(ours(&obs), bits(&rows[0][0]), "{id}, seed {seed}: reset");
+            for (t, a) in actions.iter().enumerate() {
+                let step = match &space {
+                    Space::Discrete(_) if a[0] < 0.0 => {
+                        native.step(Action::Discrete(&[(obs[3] > 0.0) as i64]), &mut obs)
+                    }
+                    Space::Discrete(_) => native.step(Action::Discrete(&[a[0] as i64]), &mut obs),
+                    _ => native.step(Action::Continuous(&a.iter().map(|x| *x as f32).collect::<Vec<_>>()), &mut obs),
+                };
+                let row = &rows[t + 1];
+                let at = format!("{id}, seed {seed}, step {t}");
+                assert_eq!(ours(&obs), bits(&row[0]), "{at}");
+                let theirs = (row[1].as_f64().expect("a reward").to_bits(), row[2] == true, row[3] == true);
+                assert_eq!((step.reward.to_bits(), step.terminated, step.truncated), theirs, "{at}");
+                if step.terminated || step.truncated {
+                    ends += 1;
+                    native.reset(None, &mut obs);
+                    assert_eq!(ours(&obs), bits(&row[4]), "{at}: the reset after it");
+                }
+            }
+        }
+        assert!(ends >= seeds.len(), "{id}: {ends} episodes ended");
+    }
+}
