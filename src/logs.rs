@@ -221,7 +221,8 @@ impl RunLog {
     /// Appends one row of (column, value) pairs (the header first) and the timing columns:
     /// the iteration's collection time (its wall time less learning), env stepping, learning, and
     /// writing the checkpoint after the previous update.
-    /// Flushes, and shows progress. A non-finite `loss` (the last minibatch's) is then a failure, its rows kept. `env_seconds`: the time the envs took to step since the last update;
+    /// Flushes, and shows progress. A non-finite `loss` (the last minibatch's) is then a failure, its rows kept.
+    /// `env_seconds`: the time the envs took to step since the last update;
     /// `learning`: when the update (the epochs) began.
     ///
     /// With seeds ([`RunLog::set_seeds`]) a row per seed: a device value and `loss` hold a value per
@@ -425,7 +426,8 @@ impl Progress {
     }
 }
 
-// Several seeds in one log: a row per seed in updates.csv, the column `seed` in both CSVs, each seed's TensorBoard events in `seed_<seed>/`, and a seed stopped for good (non-finite) said once and at the end.
+// Several seeds in one log: a row per seed in updates.csv, the column `seed` in both CSVs, each seed's TensorBoard
+// events in `seed_<seed>/`, and a seed stopped for good (non-finite) said once and at the end.
 
 impl RunLog {
     /// A log of several seeds trained in one process, `envs_per_seed` envs each (seed k's are envs
@@ -501,7 +503,8 @@ impl SeedEvents {
     }
 }
 
-// The episodes of several processes in one log (a data-parallel run's ranks, a learner's workers): episodes.csv gets a fourth column naming each episode's process, and a stop's line says the job runs under `mpirun`.
+// The episodes of several processes in one log (a data-parallel run's ranks, a learner's workers): episodes.csv gets a
+// fourth column naming each episode's process, and a stop's line says the job runs under `mpirun`.
 
 impl RunLog {
     /// A log of the episodes of `ranks` processes (a data-parallel run): episodes.csv gets a fourth
@@ -555,7 +558,8 @@ impl RunLog {
     }
 }
 
-// The end of a run with `--save-model`: the saved weights, and eval.csv with the evaluation's episodes (CleanRL's `cleanrl_utils/evals/ppo_eval.py`), played by [`play`].
+// The end of a run with `--save-model`: the saved weights, and eval.csv with the evaluation's episodes (CleanRL's
+// `cleanrl_utils/evals/ppo_eval.py`), played by [`play`].
 
 impl RunLog {
     /// Saves the weights as `<name>.safetensors` in the run directory: written to a temporary
@@ -642,7 +646,9 @@ where
     returns
 }
 
-// Durable writes: a file written to a temporary name of this process's, then renamed into place, its data and the directory's entry on disk before the write counts as done (checkpoints, the CSVs cut back on `--resume`, args.json, the saved model).
+// Durable writes: a file written to a temporary name of this process's, then renamed into place, its data and the
+// directory's entry on disk before the write counts as done (checkpoints, the CSVs cut back on `--resume`, args.json,
+// the saved model).
 
 /// The temporary file that `path` is written to before a rename puts it in place: unique to this
 /// process (`checkpoint.tmp.<pid>.safetensors`), so that no two processes ever write one file.

@@ -1,13 +1,13 @@
-//! The optimizer's mechanics: Adam over one flat vector of all parameters, and global gradient-norm
-//! clipping on that vector (CleanRL's `optim.Adam` and `nn.utils.clip_grad_norm_`). What to call and
-//! with which values (Core 3's epsilon, Core 11's norm) is the binaries' business.
+//! The optimizer's mechanics: Adam and global gradient-norm clipping (CleanRL's `optim.Adam` and
+//! `nn.utils.clip_grad_norm_`), with the parameters, gradients and Adam's state held in flat vectors. What to
+//! call and with which values (Core 3's epsilon, Core 11's norm) is the binaries' business.
 
 use tch::{nn, Kind, Tensor};
 
-/// Adam (torch.optim.Adam's update: betas 0.9 and 0.999, no weight decay) over all parameters
-/// as one flat vector: each parameter keeps its shape and name but its storage becomes a slice
-/// of `flat`. For networks this small libtorch's per-call overhead dominates, and a handful of
-/// large ops replace ~200 tiny per-parameter ones (about a quarter of the update's time).
+/// Adam (torch.optim.Adam on the CPU: betas 0.9 and 0.999, no weight decay), each parameter a slice of one
+/// flat vector: it keeps its shape and name, but its storage becomes a slice of `flat`. A step runs
+/// torch.optim.Adam's operations on each parameter's slice, so its results are torch's, to the bit. With
+/// seeds ([`FlatAdam::new_seeds`]) a step runs the same arithmetic once on the whole vector.
 pub struct FlatAdam {
     /// every trainable parameter, one after the other (an LSTM's first: see [`FlatAdam::new`])
     pub flat: Tensor,
@@ -20,6 +20,11 @@ pub struct FlatAdam {
     /// with seeds ([`FlatAdam::new_seeds`]): where each seed's values are, and its steps
     pub(crate) seeds: Option<Seeds>,
     eps: f64,
+    /// each parameter's slice of the flat vectors: (offset, length), in the VarStore's order
+    slices: Vec<(i64, i64)>,
+    /// the parameters in torch's order, `module.parameters()`'s: a layer's weight before its bias (tch makes the
+    /// bias first); the order in which clipping adds up their norms
+    torch_order: Vec<usize>,
 }
 
 impl FlatAdam {
@@ -30,6 +35,7 @@ impl FlatAdam {
     /// copies them at every call otherwise. `eps` is Adam's epsilon.
     pub fn new(vs: &nn::VarStore, eps: f64) -> FlatAdam {
         lstm_weights_first(vs);
+        let torch_order = torch_order(vs);
         let mut params = vs.trainable_variables();
         let (flat, grad) = tch::no_grad(|| {
             let flat = Tensor::cat(&params.iter().map(|p| p.flatten(0, -1)).collect::<Vec<_>>(), 0);
@@ -49,8 +55,12 @@ impl FlatAdam {
                 offset += numel;
             }
         });
+        let slices = params
+            .iter()
+            .scan(0, |offset, p| Some((std::mem::replace(offset, *offset + p.numel() as i64), p.numel() as i64)))
+            .collect();
         let seeds = None;
-        FlatAdam { m: flat.zeros_like(), v: flat.zeros_like(), flat, grad, t: 0, seeds, eps }
+        FlatAdam { m: flat.zeros_like(), v: flat.zeros_like(), flat, grad, t: 0, seeds, eps, slices, torch_order }
     }
 
     /// Adam for `seeds` networks stacked in `vs`, each parameter with the seeds as its first dimension
@@ -75,11 +85,20 @@ impl FlatAdam {
     }
 
     /// `nn.utils.clip_grad_norm_`: scales the gradients so that their global norm is at most
-    /// `max_norm`; returns the norm before, left on the device (no sync per minibatch).
+    /// `max_norm`; returns the norm before, left on the device (no sync per minibatch). As torch computes it:
+    /// each parameter's norm, then the norm of those; the factor `max_norm / (norm + 1e-6)`, at most 1.
     pub fn clip_grad_norm(&mut self, max_norm: f64) -> Tensor {
         tch::no_grad(|| {
-            let norm = self.grad.norm();
-            let _ = self.grad.g_mul_(&(max_norm / (&norm + 1e-6)).clamp_max(1.0));
+            let norm = match self.seeds {
+                Some(_) => self.grad.norm(),
+                None => {
+                    let slices = self.torch_order.iter().map(|&i| self.slices[i]);
+                    let each = slices.map(|(at, n)| vector_norm(&self.grad.narrow(0, at, n)));
+                    vector_norm(&Tensor::stack(&each.collect::<Vec<_>>(), 0))
+                }
+            };
+            // Python's `max_norm / tensor` is `tensor.reciprocal() * max_norm`
+            let _ = self.grad.g_mul_(&((&norm + 1e-6).reciprocal() * max_norm).clamp_max(1.0));
             norm
         })
     }
@@ -89,7 +108,13 @@ impl FlatAdam {
     /// and v_hat = v / (1 - beta2^t).
     pub fn step(&mut self, lr: f64) {
         self.t += 1;
-        adam_step([&mut self.m, &mut self.v, &mut self.flat], &self.grad, lr, self.t, self.eps);
+        if self.seeds.is_some() {
+            return adam_step([&mut self.m, &mut self.v, &mut self.flat], &self.grad, lr, self.t, self.eps);
+        }
+        for &(at, n) in &self.slices {
+            let [mut m, mut v, mut param] = [&self.m, &self.v, &self.flat].map(|t| t.narrow(0, at, n));
+            torch_adam_step([&mut m, &mut v, &mut param], &self.grad.narrow(0, at, n), lr, self.t, self.eps);
+        }
     }
 
     /// [`FlatAdam::step`] for the seeds whose `stepping` is true and that are not stopped for good, each
@@ -153,6 +178,29 @@ fn adam_step([m, v, flat]: [&mut Tensor; 3], grad: &Tensor, lr: f64, t: i32, eps
     })
 }
 
+/// torch.optim.Adam's step on one parameter (`_single_tensor_adam`, torch 2.11), operation for operation:
+/// `lerp_`, `mul_` and `addcmul_`, the bias corrections as Python's floats, `addcdiv_`. tch's `addcmul_` and
+/// `addcdiv_` take no `value`; the tensor scaled by it first gives the same values (the kernels multiply it in
+/// first).
+fn torch_adam_step([m, v, param]: [&mut Tensor; 3], grad: &Tensor, lr: f64, t: i32, eps: f64) {
+    let (beta1, beta2) = (0.9f64, 0.999f64);
+    let step = t as f64;
+    let (bias_correction1, bias_correction2) = (1.0 - beta1.powf(step), 1.0 - beta2.powf(step));
+    let step_size = lr / bias_correction1;
+    let bias_correction2_sqrt = bias_correction2.powf(std::hint::black_box(0.5)); // Python's `** 0.5`: libm's pow
+    tch::no_grad(|| {
+        let _ = m.lerp_(grad, 1.0 - beta1);
+        let _ = v.g_mul_scalar_(beta2).addcmul_(&(grad * (1.0 - beta2)), grad);
+        let denom = (v.sqrt() / bias_correction2_sqrt) + eps;
+        let _ = param.addcdiv_(&(&*m * -step_size), &denom);
+    })
+}
+
+/// `torch.linalg.vector_norm(t)`: the 2-norm of all of `t`'s values.
+fn vector_norm(t: &Tensor) -> Tensor {
+    t.linalg_norm(2.0, None::<&[i64]>, false, None::<tch::Kind>) // a 1-D tensor: linalg.vector_norm
+}
+
 /// Seeds stacked in one network ([`FlatAdam::new_seeds`]).
 pub(crate) struct Seeds {
     /// the seed of each element of the flat vector
@@ -161,6 +209,25 @@ pub(crate) struct Seeds {
     pub(crate) steps: Vec<i32>,
     /// the update at which each seed was stopped for good, 0 while it steps
     pub(crate) stopped_at: Vec<usize>,
+}
+
+/// The VarStore's trainable variables in torch's order: as they are, but a `<layer>.bias` right before its
+/// `<layer>.weight` goes after it (nn.Linear registers its weight first).
+fn torch_order(vs: &nn::VarStore) -> Vec<usize> {
+    let vars = vs.variables_.lock().expect("the VarStore's lock (one thread)");
+    let name = |t: &Tensor| vars.named_variables.iter().find(|(_, v)| v.data_ptr() == t.data_ptr()).map(|(n, _)| n);
+    let names: Vec<Option<&String>> = vars.trainable_variables.iter().map(|v| name(&v.tensor)).collect();
+    let mut order: Vec<usize> = (0..names.len()).collect();
+    let mut i = 0;
+    while i + 1 < names.len() {
+        let layer = names[i].and_then(|n| n.strip_suffix(".bias"));
+        if layer.is_some_and(|layer| names[i + 1].is_some_and(|n| n.strip_suffix(".weight") == Some(layer))) {
+            order.swap(i, i + 1);
+            i += 1;
+        }
+        i += 1;
+    }
+    order
 }
 
 /// Puts the weights of the VarStore's first LSTM (by name: `<prefix>.weight_ih_l<k>`, ...) first

@@ -88,8 +88,7 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-// TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
-// whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
+// TRY NOT TO MODIFY: Args to the library (one-line errors, --resume, the batch's checks); one_core: 1 thread each
 // (--resume may place the ranks on other GPUs; the batch is checked in main, where the ranks are known)
 ppo_details::experiment!(Args, all_cores, resume_may_change = &["device_ids"], batch_checked_in_main);
 
@@ -107,10 +106,12 @@ fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<d
     Ok(Box::new(FrameStack::new(env, 4))) // Atari 7: FrameStack
 }
 
-/// Core 2: orthogonal weight init with the given gain, zero biases.
+/// Core 2: orthogonal weight init with the given gain, zero biases (over nn.Linear's own init: the RNG draws both)
 fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
-    let init = nn::Init::Orthogonal { gain: std };
-    nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
+    let mut layer = nn::linear(p, in_dim, out_dim, Default::default());
+    nn::Init::Orthogonal { gain: std }.set(&mut layer.ws);
+    tch::no_grad(|| layer.bs.as_mut().map(|bias| bias.fill_(0.0)));
+    layer
 }
 
 /// Core 2 for convolutions: orthogonal (out, in*k*k) kernels as torch makes them, zero biases.
@@ -160,11 +161,12 @@ impl Agent {
     fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
         let hidden = self.network.forward(x);
         let logits = self.actor.forward(&hidden);
-        let log_probs = logits.log_softmax(-1, Kind::Float);
-        let probs = log_probs.exp();
-        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
-        let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
-        let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
+        let logits = &logits - logits.logsumexp(-1, true); // normalized, as Categorical keeps them
+        let probs = || logits.softmax(-1, Kind::Float);
+        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs()), |a| a.shallow_clone());
+        // log_prob, then entropy, op for op in Categorical's order: autograd adds their gradients in that order
+        let log_prob = logits.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
+        let entropy = -(logits.clamp_min(f32::MIN as f64) * probs()).sum_dim_intlist(-1, false, Kind::Float);
         [action, log_prob, entropy, self.critic.forward(&hidden)]
     }
 }
@@ -191,6 +193,7 @@ fn main() {
 
     // seeding
     tch::manual_seed((args.run.seed + rank as u64) as i64); // each rank samples and shuffles its own way
+    let mut np_random = envs::numpy::RandomState::new((args.run.seed + rank as u64) as u32); // the minibatches
     ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
     let local_rank = world.split_shared(rank as i32).rank() as usize; // the rank among this machine's
     let (device, device_name) = match pick_device(args.run.cuda, ppo_details::Network::Cnn) {
@@ -214,14 +217,14 @@ fn main() {
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
     // Aux 2: every rank starts from rank 0's weights
     broadcast_from_rank_0(&world, &optimizer.flat);
-    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, then seeds torch anew;
-    // its run's logs are cut back to it; the last argument: running statistics to restore (&[]: none)
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam, counters, statistics (&[]: none), cuts logs
     let from = Start::new(&args, num_iterations, &mut optimizer, &[]).or_exit();
     if from.iteration > 0 {
         if from.global_step != (from.iteration * batch_size * world_size) as u64 {
             fail(2, "the run to resume ran with another number of ranks (mpirun -np): resume it with as many");
         }
         tch::manual_seed((from.seed + rank as u64) as i64); // Aux 2: each rank its own way, as at the start
+        np_random = envs::numpy::RandomState::new((from.seed + rank as u64) as u32);
     }
     // Aux 2: rank 0 alone writes the run directory; episodes.csv names each episode's rank
     let mut log =
@@ -258,13 +261,11 @@ fn main() {
 
             let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
             values[step] = value;
-            // the step's one copy down: the actions, for the envs
-            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs); // the step's one copy down
             actions[step] = action;
             logprobs[step] = logprob;
 
-            // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
-            // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
+            // CleanRL's `envs.step(action)`: it writes envs.obs, .rewards, .terminated, .truncated, .finished
             envs.step(Action::Discrete(&action_buf));
             rewards[step].copy_from_slice(&envs.rewards);
             // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
@@ -280,7 +281,7 @@ fn main() {
         let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
 
         // Core 5: GAE, as a plain loop on the host
-        let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
+        let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // as Python multiplies
         let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
         for t in (0..num_steps).rev() {
@@ -291,7 +292,7 @@ fn main() {
                     (1.0 - dones[t + 1][e], values_host[(t + 1) * num_envs + e])
                 };
                 let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t * num_envs + e];
-                lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
+                lastgaelam[e] = delta + gamma_lambda * nextnonterminal * lastgaelam[e];
                 advantages[t * num_envs + e] = lastgaelam[e];
             }
         }
@@ -304,17 +305,18 @@ fn main() {
         let b_returns = Tensor::from_slice(&returns).to_device(device);
         let b_values = Tensor::cat(&values, 0).view([-1]);
 
-        // Optimizing the policy and value network
+        // Optimizing the policy and value network (the last minibatch's values are logged, as CleanRL's)
         let learning_start = std::time::Instant::now();
-        // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let (mut pg_loss, mut v_loss, mut entropy_loss) = (Tensor::new(), Tensor::new(), Tensor::new());
         let (mut old_approx_kl, mut approx_kl) = (Tensor::new(), Tensor::new());
         let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::new());
         let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
         let mut allreduce_seconds = 0.0;
+        let mut b_inds: Vec<i64> = (0..batch_size as i64).collect();
         for _epoch in 0..args.update_epochs {
-            // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
-            let b_inds = trace.order(Tensor::randperm(batch_size as i64, (Kind::Int64, device)));
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch (numpy's shuffle, PPO_TRACE keeps it)
+            np_random.shuffle(&mut b_inds);
+            let b_inds = trace.order(Tensor::from_slice(&b_inds).to_device(device));
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
                 let [_, newlogprob, entropy, newvalue] =
@@ -375,15 +377,14 @@ fn main() {
             }
         }
 
-        // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
-        let var_y = var(returns.iter().map(|&y| y as f64));
-        let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
-        let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
+        // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's float32 var: NaN for constant returns)
+        let var_y = var(&returns);
+        let residuals: Vec<f32> = returns.iter().zip(&values_host).map(|(y, v)| y - v).collect();
+        let explained_var = if var_y == 0.0 { f64::NAN } else { (1.0 - var(&residuals) / var_y) as f64 };
 
         // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
         // Aux 2: the ratio and KL checks hold on every rank: the largest over the ranks are logged
-        // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
-        // every ratio exactly 1: the tests check)
+        // the clip fraction: the ratios the surrogate clipped (the first minibatch's: none, every ratio 1: tests check)
         let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
         let (first_mb_max_ratio_dev, first_mb_clipfrac) = (ratio_devs[0].max(), clipfrac(&ratio_devs[0]));
         let checks = ppo_details::read_host(&[&first_mb_max_ratio_dev, &first_mb_clipfrac, &approx_kl]); // one read

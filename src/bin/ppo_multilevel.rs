@@ -163,10 +163,12 @@ fn map_envs(coarse: &mut VecEnv<f32>, fine: &mut VecEnv<f32>) {
     }
 }
 
-/// Core 2: orthogonal weight init with the given gain, zero biases.
+/// Core 2: orthogonal weight init with the given gain, zero biases (over nn.Linear's own init: the RNG draws both)
 fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
-    let init = nn::Init::Orthogonal { gain: std };
-    nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
+    let mut layer = nn::linear(p, in_dim, out_dim, Default::default());
+    nn::Init::Orthogonal { gain: std }.set(&mut layer.ws);
+    tch::no_grad(|| layer.bs.as_mut().map(|bias| bias.fill_(0.0)));
+    layer
 }
 
 // Core 13: separate policy and value networks (Ressim 2: by default one trunk shared by both, --shared-trunk)
@@ -244,8 +246,9 @@ fn main() {
     let (mut sync_envs, sync_stats): (Vec<_>, Vec<_>) = args.levels[..n_levels - 1].iter().map(make).unzip();
     let stats = [level_stats, sync_stats].concat().concat(); // every env's running statistics, for the checkpoints
 
-    // seeding
+    // seeding: torch's generator, and numpy's legacy one for the minibatches (np.random.seed takes 32 bits)
     tch::manual_seed(args.run.seed as i64);
+    let mut np_random = envs::numpy::RandomState::new(args.run.seed as u32);
     ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
     let (device, device_name) = pick_device(args.run.cuda, ppo_details::Network::Mlp);
     println!("device: {device_name}");
@@ -262,11 +265,11 @@ fn main() {
     let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args);
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, then seeds torch anew;
-    // its run's logs are cut back to it; the last argument: running statistics to restore (&[]: none)
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam, counters, statistics (&[]: none), cuts logs
     let from = Start::new(&args, num_iterations, &mut optimizer, stats.as_flattened()).or_exit();
     if from.iteration > 0 {
         tch::manual_seed(from.seed as i64); // --resume: the checkpoint's seed, as the envs' fresh episodes get
+        np_random = envs::numpy::RandomState::new(from.seed as u32);
     }
     let mut log = RunLog::create(&run_name, &args, &device_name, &from).or_exit();
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
@@ -380,7 +383,7 @@ fn main() {
                 let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
 
                 // Core 5: GAE, as a plain loop on the host
-                let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
+                let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // as Python's
                 let mut advantages = vec![0f32; batch_size];
                 let mut lastgaelam = vec![0f32; num_envs];
                 for t in (0..num_steps).rev() {
@@ -392,7 +395,7 @@ fn main() {
                         };
                         let delta =
                             rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t * num_envs + e];
-                        lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
+                        lastgaelam[e] = delta + gamma_lambda * nextnonterminal * lastgaelam[e];
                         advantages[t * num_envs + e] = lastgaelam[e];
                     }
                 }
@@ -415,9 +418,8 @@ fn main() {
         let fine = batches.iter().rposition(|b| b.sign > 0.0).expect("a main batch"); // the finest level's main batch
         let (b_mus, returns, values_host, rewards, dones, next_obs) = finest.expect("a main batch");
 
-        // Optimizing the policy and value network
+        // Optimizing the policy and value network (the last minibatch's values are logged, as CleanRL's)
         let learning_start = std::time::Instant::now();
-        // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let (mut pg_loss, mut v_loss, mut entropy_loss) = (Tensor::new(), Tensor::new(), Tensor::new());
         let (mut old_approx_kl, mut approx_kl) = (Tensor::new(), Tensor::new());
         let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::from(f32::NAN)); // NaN: Ressim 3 stopped before a step
@@ -427,12 +429,17 @@ fn main() {
         let mut adaptive_kl = f64::NAN; // Extra 1: the last KL the rule saw
         let (mut epochs, mut optimizer_steps, mut stop) = (0, 0, false); // Ressim 3: how far the update went
         let sb3 = args.kl_rule == "sb3"; // Ressim 3: SB3's early stop, else CleanRL's (Aux 3)
+        let mut level_inds: Vec<Vec<i64>> =
+            args.level_steps.iter().map(|t| (0..(t * num_envs) as i64).collect()).collect();
         for _epoch in 0..args.update_epochs {
             epochs += 1;
-            // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch (numpy's shuffle, PPO_TRACE keeps it)
             // Multilevel 5: one permutation per level, for its main and sync batches alike
-            let perm = |t: &usize| trace.order(Tensor::randperm((t * num_envs) as i64, (Kind::Int64, device)));
-            let perms: Vec<Tensor> = args.level_steps.iter().map(perm).collect();
+            let mut perm = |inds: &mut Vec<i64>| {
+                np_random.shuffle(inds);
+                trace.order(Tensor::from_slice(inds).to_device(device))
+            };
+            let perms: Vec<Tensor> = level_inds.iter_mut().map(&mut perm).collect();
             for start in 0..num_minibatches {
                 // Multilevel 5: every batch's minibatch on the same indices of its level's permutation, all through
                 // the network in one forward pass (and so one backward pass), then one optimizer step
@@ -528,15 +535,14 @@ fn main() {
             }
         }
 
-        // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
+        // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's float32 var: NaN for constant returns)
         let (b_obs, b_actions) = (batches[fine].b_obs.shallow_clone(), batches[fine].b_actions.shallow_clone());
         let next_done = level_next_done[n_levels - 1].clone();
-        let var_y = var(returns.iter().map(|&y| y as f64));
-        let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
-        let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
+        let var_y = var(&returns);
+        let residuals: Vec<f32> = returns.iter().zip(&values_host).map(|(y, v)| y - v).collect();
+        let explained_var = if var_y == 0.0 { f64::NAN } else { (1.0 - var(&residuals) / var_y) as f64 };
 
-        // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
-        // every ratio exactly 1: the tests check)
+        // the clip fraction: the ratios the surrogate clipped (the first minibatch's: none, every ratio 1: tests check)
         let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
         let first_mb = Tensor::cat(&ratio_devs.iter().map(|devs| devs[0].shallow_clone()).collect::<Vec<_>>(), 0);
         // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss

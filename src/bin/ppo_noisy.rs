@@ -91,8 +91,7 @@ struct Args {
     reward_scale: f64,
 }
 
-// TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
-// whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
+// TRY NOT TO MODIFY: Args to the library (one-line errors, --resume, the batch's checks); one_core: 1 thread each
 ppo_details::experiment!(Args, one_core, added_later = &[("reward_scale", "1.0")]); // older runs: the env's rewards
 
 /// CleanRL's `make_env`: `gym.make(env_id)` wrapped in `RecordVideo` (for env 0) and `RecordEpisodeStatistics`.
@@ -100,10 +99,12 @@ fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<d
     Ok(Box::new(RecordEpisodeStatistics::new(RecordVideo::new(envs::make(env_id)?, video_dir)?)))
 }
 
-/// Core 2: orthogonal weight init with the given gain, zero biases.
+/// Core 2: orthogonal weight init with the given gain, zero biases (over nn.Linear's own init: the RNG draws both)
 fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
-    let init = nn::Init::Orthogonal { gain: std };
-    nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
+    let mut layer = nn::linear(p, in_dim, out_dim, Default::default());
+    nn::Init::Orthogonal { gain: std }.set(&mut layer.ws);
+    tch::no_grad(|| layer.bs.as_mut().map(|bias| bias.fill_(0.0)));
+    layer
 }
 
 /// Noisy 1: a layer's noise: none (layer_init's layer), factorised or independent
@@ -185,11 +186,12 @@ impl Agent {
     /// torch's Categorical(logits) written out; samples an action when none is given: (action, logprob, entropy, value)
     fn get_action_and_value(&self, x: &Tensor, noise: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
         let logits = forward(&self.actor, x, noise);
-        let log_probs = logits.log_softmax(-1, Kind::Float);
-        let probs = log_probs.exp();
-        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
-        let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
-        let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
+        let logits = &logits - logits.logsumexp(-1, true); // normalized, as Categorical keeps them
+        let probs = || logits.softmax(-1, Kind::Float);
+        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs()), |a| a.shallow_clone());
+        // log_prob, then entropy, op for op in Categorical's order: autograd adds their gradients in that order
+        let log_prob = logits.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
+        let entropy = -(logits.clamp_min(f32::MIN as f64) * probs()).sum_dim_intlist(-1, false, Kind::Float);
         [action, log_prob, entropy, self.get_value(x, noise)]
     }
 }
@@ -206,8 +208,9 @@ fn main() {
     let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| i == 0));
     let env_fns: Vec<_> = (0..args.num_envs).map(|i| make(i).unwrap_or_else(|e| fail(2, e))).collect();
 
-    // seeding
+    // seeding: torch's generator, and numpy's legacy one for the minibatches (np.random.seed takes 32 bits)
     tch::manual_seed(args.run.seed as i64);
+    let mut np_random = envs::numpy::RandomState::new(args.run.seed as u32);
     ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
     let (device, device_name) = pick_device(args.run.cuda, ppo_details::Network::Mlp);
     println!("device: {device_name}");
@@ -222,11 +225,11 @@ fn main() {
     let agent = Agent::new(&vs.root(), obs_dim, n_actions, &args.noisy, args.independent_noise);
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
-    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, then seeds torch anew;
-    // its run's logs are cut back to it; the last argument: running statistics to restore (&[]: none)
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam, counters, statistics (&[]: none), cuts logs
     let from = Start::new(&args, num_iterations, &mut optimizer, &[]).or_exit();
     if from.iteration > 0 {
         tch::manual_seed(from.seed as i64); // --resume: the checkpoint's seed, as the envs' fresh episodes get
+        np_random = envs::numpy::RandomState::new(from.seed as u32);
     }
     let mut log = RunLog::create(&run_name, &args, &device_name, &from).or_exit();
     let mut trace = Trace::start(&vs); // PPO_TRACE=FILE: the first updates, for tests/parity.rs
@@ -266,13 +269,11 @@ fn main() {
 
             let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, &env_noise, None));
             values[step] = value;
-            // the step's one copy down: the actions, for the envs
-            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs); // the step's one copy down
             actions[step] = action;
             logprobs[step] = logprob;
 
-            // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
-            // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
+            // CleanRL's `envs.step(action)`: it writes envs.obs, .rewards, .terminated, .truncated, .finished
             envs.step(Action::Discrete(&action_buf));
             rewards[step].iter_mut().zip(&envs.rewards).for_each(|(r, e)| *r = e * args.reward_scale as f32); // Extra 2
 
@@ -289,7 +290,7 @@ fn main() {
         let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
 
         // Core 5: GAE, as a plain loop on the host
-        let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
+        let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // as Python multiplies
         let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
         for t in (0..num_steps).rev() {
@@ -300,7 +301,7 @@ fn main() {
                     (1.0 - dones[t + 1][e], values_host[(t + 1) * num_envs + e])
                 };
                 let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t * num_envs + e];
-                lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
+                lastgaelam[e] = delta + gamma_lambda * nextnonterminal * lastgaelam[e];
                 advantages[t * num_envs + e] = lastgaelam[e];
             }
         }
@@ -316,16 +317,17 @@ fn main() {
         let b_returns = Tensor::from_slice(&returns).to_device(device);
         let b_values = Tensor::cat(&values, 0).view([-1]);
 
-        // Optimizing the policy and value network
+        // Optimizing the policy and value network (the last minibatch's values are logged, as CleanRL's)
         let learning_start = std::time::Instant::now();
-        // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let (mut pg_loss, mut v_loss, mut entropy_loss) = (Tensor::new(), Tensor::new(), Tensor::new());
         let (mut old_approx_kl, mut approx_kl) = (Tensor::new(), Tensor::new());
         let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::new());
         let mut ratio_devs = Vec::new(); // |ratio - 1| of every minibatch, for the clip fractions
+        let mut b_inds: Vec<i64> = (0..batch_size as i64).collect();
         for _epoch in 0..args.update_epochs {
-            // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
-            let b_inds = trace.order(Tensor::randperm(batch_size as i64, (Kind::Int64, device)));
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch (numpy's shuffle, PPO_TRACE keeps it)
+            np_random.shuffle(&mut b_inds);
+            let b_inds = trace.order(Tensor::from_slice(&b_inds).to_device(device));
             for start in (0..batch_size).step_by(minibatch_size) {
                 let mb_inds = b_inds.narrow(0, start as i64, minibatch_size as i64);
                 let [_, newlogprob, entropy, newvalue] =
@@ -387,13 +389,12 @@ fn main() {
         adapted_lr = adaptive_kl.map_or(adapted_lr, |kl| adapt_lr(lr, kl, args.desired_kl)); // Extra 1: the next rate
         let lr = if args.adaptive_lr { adapted_lr } else { lr };
 
-        // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
-        let var_y = var(returns.iter().map(|&y| y as f64));
-        let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
-        let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
+        // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's float32 var: NaN for constant returns)
+        let var_y = var(&returns);
+        let residuals: Vec<f32> = returns.iter().zip(&values_host).map(|(y, v)| y - v).collect();
+        let explained_var = if var_y == 0.0 { f64::NAN } else { (1.0 - var(&residuals) / var_y) as f64 };
 
-        // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
-        // every ratio exactly 1: the tests check)
+        // the clip fraction: the ratios the surrogate clipped (the first minibatch's: none, every ratio 1: tests check)
         let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
         // Core 12: CleanRL's metrics by its names, our debug columns; log.update adds charts/SPS, ends on a NaN loss
         let row = [

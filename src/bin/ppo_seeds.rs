@@ -80,8 +80,7 @@ struct Args {
     target_kl: Option<f64>,
 }
 
-// TRY NOT TO MODIFY: Args to the library (parse_args: one-line errors, --resume's arguments, the batch's checks:
-// whole minibatches, one batch at least); default threads: one_core, 1 torch and 1 env; all_cores, every core
+// TRY NOT TO MODIFY: Args to the library (one-line errors, --resume, the batch's checks); one_core: 1 thread each
 ppo_details::experiment!(Args, torch_on_all_cores, check = seeds_fit); // Seeds 1: batched ops: torch on every core
 
 /// Seeds 2: seed k's env e is seeded with --seed + k + e, as `ppo --seed k`'s env e: the last must fit in 64 bits.
@@ -115,10 +114,12 @@ fn make_env(env_id: &str, video_dir: Option<std::path::PathBuf>) -> Result<Box<d
     Ok(Box::new(RecordEpisodeStatistics::new(RecordVideo::new(envs::make(env_id)?, video_dir)?)))
 }
 
-/// Core 2: orthogonal weight init with the given gain, zero biases.
+/// Core 2: orthogonal weight init with the given gain, zero biases (over nn.Linear's own init: the RNG draws both)
 fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
-    let init = nn::Init::Orthogonal { gain: std };
-    nn::linear(p, in_dim, out_dim, nn::LinearConfig { ws_init: init, bs_init: Some(nn::Init::Const(0.0)), bias: true })
+    let mut layer = nn::linear(p, in_dim, out_dim, Default::default());
+    nn::Init::Orthogonal { gain: std }.set(&mut layer.ws);
+    tch::no_grad(|| layer.bs.as_mut().map(|bias| bias.fill_(0.0)));
+    layer
 }
 
 /// Seeds 1: a linear layer of every seed, `y[k] = x[k] w[k]^T + b[k]` in one batched matrix product; x's rows come
@@ -177,11 +178,12 @@ impl Agent {
     /// torch's Categorical(logits) written out; samples an action when none is given: (action, logprob, entropy, value)
     fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
         let logits = self.actor.forward(x);
-        let log_probs = logits.log_softmax(-1, Kind::Float);
-        let probs = log_probs.exp();
-        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs), |a| a.shallow_clone());
-        let log_prob = log_probs.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
-        let entropy = -(probs * &log_probs).sum_dim_intlist(-1, false, Kind::Float);
+        let logits = &logits - logits.logsumexp(-1, true); // normalized, as Categorical keeps them
+        let probs = || logits.softmax(-1, Kind::Float);
+        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs()), |a| a.shallow_clone());
+        // log_prob, then entropy, op for op in Categorical's order: autograd adds their gradients in that order
+        let log_prob = logits.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
+        let entropy = -(logits.clamp_min(f32::MIN as f64) * probs()).sum_dim_intlist(-1, false, Kind::Float);
         [action, log_prob, entropy, self.get_value(x)]
     }
 }
@@ -201,8 +203,9 @@ fn main() {
     let make = |i: usize| make_env(&args.env_id, video_dir.clone().filter(|_| i == 0));
     let env_fns: Vec<_> = (0..num_envs).map(|i| make(i).unwrap_or_else(|e| fail(2, e))).collect();
 
-    // seeding
+    // seeding: torch's generator, and numpy's legacy one for the minibatches (np.random.seed takes 32 bits)
     tch::manual_seed(args.run.seed as i64);
+    let mut np_random = envs::numpy::RandomState::new(args.run.seed as u32);
     ppo_details::torch_deterministic(args.run.torch_deterministic); // cuDNN: deterministic algorithms, no autotuner
     let (device, device_name) = pick_device(args.run.cuda, ppo_details::Network::Mlp);
     println!("device: {device_name}");
@@ -218,11 +221,11 @@ fn main() {
     // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new_seeds(&vs, 1e-5, args.num_seeds); // Seeds 3: each seed's own step count
 
-    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam's state and counters, then seeds torch anew;
-    // its run's logs are cut back to it; the last argument: running statistics to restore (&[]: none)
+    // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam, counters, statistics (&[]: none), cuts logs
     let from = Start::new(&args, num_iterations, &mut optimizer, &[]).or_exit();
     if from.iteration > 0 {
         tch::manual_seed(from.seed as i64); // --resume: the checkpoint's seed, as the envs' fresh episodes get
+        np_random = envs::numpy::RandomState::new(from.seed as u32);
     }
     let mut log = RunLog::create(&run_name, &args, &device_name, &from).or_exit();
     log.set_seeds(&seeds, args.num_envs).or_exit(); // Seeds 4
@@ -256,13 +259,11 @@ fn main() {
 
             let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
             values[step] = value;
-            // the step's one copy down: the actions, for the envs
-            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs);
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs); // the step's one copy down
             actions[step] = action;
             logprobs[step] = logprob;
 
-            // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
-            // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
+            // CleanRL's `envs.step(action)`: it writes envs.obs, .rewards, .terminated, .truncated, .finished
             envs.step(Action::Discrete(&action_buf));
             rewards[step].copy_from_slice(&envs.rewards);
             // termination and truncation both end the episode (CleanRL does not bootstrap truncation)
@@ -278,7 +279,7 @@ fn main() {
         let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
 
         // Core 5: GAE, as a plain loop on the host
-        let (gamma, gae_lambda) = (args.gamma as f32, args.gae_lambda as f32);
+        let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // as Python multiplies
         let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
         for t in (0..num_steps).rev() {
@@ -289,7 +290,7 @@ fn main() {
                     (1.0 - dones[t + 1][e], values_host[(t + 1) * num_envs + e])
                 };
                 let delta = rewards[t][e] + gamma * nextvalues * nextnonterminal - values_host[t * num_envs + e];
-                lastgaelam[e] = delta + gamma * gae_lambda * nextnonterminal * lastgaelam[e];
+                lastgaelam[e] = delta + gamma_lambda * nextnonterminal * lastgaelam[e];
                 advantages[t * num_envs + e] = lastgaelam[e];
             }
         }
@@ -306,9 +307,8 @@ fn main() {
         let [b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values] =
             [b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values].map(seed_major);
 
-        // Optimizing the policy and value network
+        // Optimizing the policy and value network (the last minibatch's values are logged, as CleanRL's)
         let learning_start = std::time::Instant::now();
-        // the last minibatch's values are logged, as CleanRL's loop variables are after its loops
         let (mut pg_loss, mut v_loss, mut entropy_loss) = (Tensor::new(), Tensor::new(), Tensor::new());
         let (mut old_approx_kl, mut approx_kl) = (Tensor::new(), Tensor::new());
         let (mut loss, mut grad_norm) = (Tensor::new(), Tensor::new());
@@ -317,11 +317,16 @@ fn main() {
         let mut logged = Vec::new(); // Seeds 3: each seed's values where it stopped
         let mut stepped_minibatches = vec![0; args.num_seeds]; // Seeds 3: and the minibatches it stepped on
         let mean = |t: Tensor| t.view([num_seeds, -1]).mean_dim(-1, false, Kind::Float); // Seeds 3: each seed's own
+        let mut seed_inds: Vec<Vec<i64>> = vec![(0..seed_batch as i64).collect(); args.num_seeds];
         for _epoch in 0..args.update_epochs {
-            // Core 6: shuffled mini-batches that cover the whole batch each epoch (torch.randperm, PPO_TRACE keeps it)
-            let mut order = || trace.order(Tensor::randperm(seed_batch as i64, (Kind::Int64, device)));
+            // Core 6: shuffled mini-batches that cover the whole batch each epoch (numpy's shuffle, PPO_TRACE keeps it)
+            let mut order = |inds: &mut Vec<i64>| {
+                np_random.shuffle(inds);
+                trace.order(Tensor::from_slice(inds).to_device(device))
+            };
             // Seeds 3: an order per seed over its own rows (from k * seed_batch on); a minibatch: each seed's next rows
-            let b_inds = Tensor::stack(&(0..num_seeds).map(|k| order() + k * seed_batch as i64).collect::<Vec<_>>(), 0);
+            let orders = seed_inds.iter_mut().enumerate().map(|(k, inds)| order(inds) + (k * seed_batch) as i64);
+            let b_inds = Tensor::stack(&orders.collect::<Vec<_>>(), 0);
             let b_inds = b_inds.unflatten(1, [args.num_minibatches as i64, -1]).transpose(0, 1).flatten(0, 2);
             let live = Tensor::from_slice(&stepping).to_device(device); // Seeds 3: the seeds stepping as it starts
             for start in (0..batch_size).step_by(minibatch_size) {
@@ -396,18 +401,17 @@ fn main() {
             }
         }
 
-        // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's, as CleanRL: NaN for constant returns)
+        // explained variance, 1 - Var[returns - values] / Var[returns] (numpy's float32 var: NaN for constant returns)
         let mut explained_vars = Vec::new(); // Seeds 4: each seed's own, over its rows of the batch
         let per_seed = |b: &Tensor| to_host(b).chunks(seed_batch).map(<[f32]>::to_vec).collect::<Vec<_>>();
         for (returns, values_host) in per_seed(&b_returns).into_iter().zip(per_seed(&b_values)) {
-            let var_y = var(returns.iter().map(|&y| y as f64));
-            let residuals = returns.iter().zip(&values_host).map(|(&y, &v)| (y - v) as f64);
-            let explained_var = if var_y == 0.0 { f64::NAN } else { 1.0 - var(residuals) / var_y };
+            let var_y = var(&returns);
+            let residuals: Vec<f32> = returns.iter().zip(&values_host).map(|(y, v)| y - v).collect();
+            let explained_var = if var_y == 0.0 { f64::NAN } else { (1.0 - var(&residuals) / var_y) as f64 };
             explained_vars.push(explained_var);
         }
 
-        // the clip fraction: how many ratios the surrogate clipped (the first minibatch's, before any step: none, and
-        // every ratio exactly 1: the tests check)
+        // the clip fraction: the ratios the surrogate clipped (the first minibatch's: none, every ratio 1: tests check)
         let clipfrac = |devs: &Tensor| devs.gt(clip_coef).to_kind(Kind::Float).mean(Kind::Float);
         // Seeds 3: a stopped seed's values where it stopped, its clip fraction over the minibatches it stepped on
         let devs = Tensor::stack(&ratio_devs, 0).unflatten(1, [num_seeds, -1]).unbind(1);
