@@ -109,7 +109,7 @@ impl FlatAdam {
     pub fn step(&mut self, lr: f64) {
         self.t += 1;
         if self.seeds.is_some() {
-            return adam_step([&mut self.m, &mut self.v, &mut self.flat], &self.grad, lr, self.t, self.eps);
+            return torch_adam_step([&mut self.m, &mut self.v, &mut self.flat], &self.grad, lr, self.t, self.eps);
         }
         for &(at, n) in &self.slices {
             let [mut m, mut v, mut param] = [&self.m, &self.v, &self.flat].map(|t| t.narrow(0, at, n));
@@ -140,7 +140,7 @@ impl FlatAdam {
             let moving = Tensor::from_slice(&group).to_device(self.flat.device()).index_select(0, &seeds.seed_of);
             tch::no_grad(|| {
                 let mut moved = [self.m.copy(), self.v.copy(), self.flat.copy()];
-                adam_step(moved.each_mut(), &self.grad, lr, t, self.eps);
+                torch_adam_step(moved.each_mut(), &self.grad, lr, t, self.eps);
                 for (now, moved) in [&mut self.m, &mut self.v, &mut self.flat].into_iter().zip(moved) {
                     now.copy_(&moved.where_self(&moving, now));
                 }
@@ -164,18 +164,6 @@ impl FlatAdam {
     pub fn stopped_at(&self) -> &[usize] {
         self.seeds.as_ref().map_or(&[], |seeds| &seeds.stopped_at)
     }
-}
-
-/// Adam's step in place on `[m, v, weights]`, at step count `t` (see [`FlatAdam::step`]).
-fn adam_step([m, v, flat]: [&mut Tensor; 3], grad: &Tensor, lr: f64, t: i32, eps: f64) {
-    let (beta1, beta2) = (0.9f64, 0.999f64);
-    let (bias_correction1, bias_correction2) = (1.0 - beta1.powi(t), 1.0 - beta2.powi(t));
-    tch::no_grad(|| {
-        let _ = m.lerp_(grad, 1.0 - beta1); // m = beta1 m + (1 - beta1) g
-        let _ = v.lerp_(&grad.square(), 1.0 - beta2); // v = beta2 v + (1 - beta2) g^2
-        let denom = v.sqrt() / bias_correction2.sqrt() + eps;
-        let _ = flat.g_sub_(&(&*m / denom * (lr / bias_correction1)));
-    })
 }
 
 /// torch.optim.Adam's step on one parameter (`_single_tensor_adam`, torch 2.11), operation for operation:

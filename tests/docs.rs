@@ -44,6 +44,7 @@ const NOT_RUN: &[(&str, &str)] = &[
     ("scripts/setup --dev", "installs CleanRL's and the peers' Python packages (the network)"),
     ("scripts/setup --torch-index", "installs another libtorch (the network)"),
     ("scripts/bench ", "needs CleanRL's checkout (CLEANRL_DIR)"),
+    ("scripts/vs-cleanrl", "needs CleanRL's checkout and scripts/setup --dev"),
     ("CLEANRL_DIR=", "needs CleanRL's checkout"),
     ("scripts/gen_golden_", "needs scripts/setup --dev's references (CleanRL's Python, gymnasium's envs)"),
     ("scripts/gen_cleanrl_args.py", "needs CleanRL's and the blog's checkouts (CLEANRL_DIR, BLOG_DIR)"),

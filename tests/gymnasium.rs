@@ -42,6 +42,19 @@ for s in range(steps):
 print(f"{steps} steps of {n} envs, {ends} episode ends, all as Gymnasium's")
 "#;
 
+/// `ppo --env-id CartPole-v1` and `ppo --env-id gymnasium:CartPole-v1` are the same run: the native env is
+/// Gymnasium's, seeded as Gymnasium seeds it. episodes.csv is the same byte for byte, every update's values too
+/// (one binary, one machine: the same computation); another seed gives another run.
+#[test]
+fn the_native_cartpole_and_gymnasiums_are_the_same_run() {
+    let ppo = |id: &str, seed: &str| run(PPO, &["--env-id", id, "--total-timesteps", "8192", "--seed", seed]);
+    let (native, theirs, other) = (ppo("CartPole-v1", "1"), ppo("gymnasium:CartPole-v1", "1"), ppo("CartPole-v1", "2"));
+    let episodes = |r: &common::Run| std::fs::read(r.assert_ok().dir().join("episodes.csv")).expect("episodes.csv");
+    assert_eq!(episodes(&native), episodes(&theirs), "episodes.csv");
+    assert_ne!(episodes(&native), episodes(&other), "another seed");
+    common::assert_same_metrics(&native, &theirs, &other);
+}
+
 #[test]
 fn a_gymnasium_env_is_gymnasiums_step_for_step() {
     let work = tempfile::tempdir().expect("temp dir");
