@@ -1,11 +1,9 @@
 //! CleanRL's command lines, pasted: every field of the `Args` of each CleanRL script a binary follows
-//! (tests/golden/cleanrl_args.json, read from CleanRL's and the blog's sources by
-//! scripts/gen_cleanrl_args.py) is accepted by the binary as CleanRL's users write it: hyphen or
-//! underscore, `--flag` / `--no-flag`, `True` / `False` as values, and lands in the binary's own
-//! flag. The fields this project has no use for (`--track`, `--upload-model`, the computed sizes, ...)
-//! are taken in a useful way or refused in one line. `PPO_PARSE_ONLY=1` makes a binary print the
-//! arguments it parsed (args.json's content) and stop.
+//! (tests/golden/cleanrl_args.json, by scripts/gen_cleanrl_args.py) lands in the binary's flag of that name, in
+//! every spelling CleanRL takes; what this project lacks is taken usefully or refused in one line.
+//! `PPO_PARSE_ONLY=1` makes a binary print the arguments it parsed and stop.
 
+mod common;
 use serde_json::Value;
 use std::process::{Command, Output};
 
@@ -142,11 +140,7 @@ fn what_this_project_lacks_is_one_line_naming_the_alternative() {
         (ppo, &["--wandb-entity"][..], "--wandb-entity needs a value"),
     ] {
         let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
-        let out = parse(bin, &words);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{words:?}: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{words:?}: {stderr}");
-        assert!(stderr.contains(needle) && !stderr.contains("panicked"), "{words:?}: {stderr}");
+        common::assert_one_line(&parse(bin, &words), 2, needle, &format!("{words:?}"));
     }
     let help = Command::new(ppo).arg("--help").output().expect("runs");
     let help = String::from_utf8_lossy(&help.stdout);
@@ -167,24 +161,13 @@ fn track_prints_the_wandb_sync_command_at_the_end() {
     assert!(last.contains("wandb sync --sync-tensorboard -p pasted -e someone runs/CartPole-v1__ppo__1__"), "{last}");
 }
 
-/// Every binary's `--help` names CleanRL's flags that are no option here but that a pasted command
-/// line may hold (`--track`, ...) and where they are explained; and every flag any `--help` mentions,
-/// in a flag's explanation too, is one that binary takes (`ppo_multilevel`'s `--resume` once named
-/// `--total-timesteps`, which it refuses).
+/// Every binary's `--help` names CleanRL's flags that are no option here (`--track`, ...) and where they are
+/// explained; every flag any `--help` mentions, in an explanation too, is one that binary takes.
 #[test]
 fn help_names_only_flags_the_binary_takes() {
-    let all = [
-        &BINARIES[..],
-        &[
-            ("ppo_lstm_workers", env!("CARGO_BIN_EXE_ppo_lstm_workers")),
-            ("ppo_multilevel", env!("CARGO_BIN_EXE_ppo_multilevel")),
-            ("ppo_ressim", env!("CARGO_BIN_EXE_ppo_ressim")),
-            ("ppo_noisy", env!("CARGO_BIN_EXE_ppo_noisy")),
-            ("ppo_seeds", env!("CARGO_BIN_EXE_ppo_seeds")),
-        ],
-    ]
-    .concat();
-    for (binary, bin) in all {
+    let others = ["ppo_lstm_workers", "ppo_multilevel", "ppo_ressim", "ppo_noisy", "ppo_seeds"];
+    for binary in BINARIES.map(|(name, _)| name).into_iter().chain(others) {
+        let bin = &common::bin(binary);
         let help = Command::new(bin).arg("--help").output().expect("runs");
         let help = String::from_utf8_lossy(&help.stdout).into_owned();
         assert!(help.contains("--track") && help.contains("docs/ppo.md"), "{binary} --help: {help}");

@@ -1,45 +1,35 @@
-//! CUDA, with or without a GPU. Without one, what a CPU machine can prove: every binary keeps
-//! libtorch's CUDA library loaded (build.rs), a process built the same way finds the CUDA runtime,
-//! and each binary run with the default `--cuda` says in one line which device it uses and why, and
-//! records it in args.json. Where a usable GPU is visible, the binaries also run on it: ratio == 1
-//! within the GPU tolerance, a small KL, clip fraction 0, `--save-model` with its evaluation,
-//! `--resume`, `--adaptive-lr`, and `ppo_atari_multigpu` through NCCL. Without one, each of those
-//! says so in one line and passes.
+//! CUDA, with or without a GPU. On any machine: every binary keeps libtorch's CUDA library loaded (build.rs), a
+//! process built the same way finds the CUDA runtime, each binary names its device and why. With a usable GPU the
+//! binaries train, evaluate and resume on it, and `ppo_atari_multigpu` sums through NCCL; without, those tests say
+//! so in one line and pass.
 mod common;
 use common::{assert_ratio_within, Table};
 use std::path::Path;
 use std::process::Command;
 
-/// Every PPO binary with short arguments that finish in seconds on the CPU.
-const BINARIES: &[(&str, &[&str])] = &[
-    (env!("CARGO_BIN_EXE_ppo"), &["--total-timesteps", "512"]),
+/// Every PPO binary with short arguments (words) that finish in seconds on the CPU.
+const BINARIES: &[(&str, &str)] = &[
+    (env!("CARGO_BIN_EXE_ppo"), "--total-timesteps 512"),
     // one seed: its rows and evaluation are one run's (tests/ppo_seeds.rs checks several on the CPU)
-    (env!("CARGO_BIN_EXE_ppo_seeds"), &["--num-seeds", "1", "--total-timesteps", "512"]),
-    (env!("CARGO_BIN_EXE_ppo_atari"), &["--total-timesteps", "1024", "--torch-threads", "2"]),
-    (env!("CARGO_BIN_EXE_ppo_atari_multigpu"), &["--total-timesteps", "1024", "--torch-threads", "2"]),
-    (env!("CARGO_BIN_EXE_ppo_continuous"), &["--env-id", "Pendulum-v1", "--total-timesteps", "2048"]),
-    (env!("CARGO_BIN_EXE_ppo_lstm"), &["--env-id", "CartPoleNoVel-v1", "--total-timesteps", "1024"]),
-    (env!("CARGO_BIN_EXE_ppo_lstm_workers"), &["--env-id", "CartPoleNoVel-v1", "--total-timesteps", "1024"]),
-    (env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"), &["--env-id", "GridHarvest-v0", "--total-timesteps", "1024"]),
-    (env!("CARGO_BIN_EXE_ppo_ressim"), &["--env-id", "ResSim-case1", "--num-envs", "4", "--total-timesteps", "400"]),
+    (env!("CARGO_BIN_EXE_ppo_seeds"), "--num-seeds 1 --total-timesteps 512"),
+    (env!("CARGO_BIN_EXE_ppo_atari"), "--total-timesteps 1024 --torch-threads 2"),
+    (env!("CARGO_BIN_EXE_ppo_atari_multigpu"), "--total-timesteps 1024 --torch-threads 2"),
+    (env!("CARGO_BIN_EXE_ppo_continuous"), "--env-id Pendulum-v1 --total-timesteps 2048"),
+    (env!("CARGO_BIN_EXE_ppo_lstm"), "--env-id CartPoleNoVel-v1 --total-timesteps 1024"),
+    (env!("CARGO_BIN_EXE_ppo_lstm_workers"), "--env-id CartPoleNoVel-v1 --total-timesteps 1024"),
+    (env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"), "--env-id GridHarvest-v0 --total-timesteps 1024"),
+    (env!("CARGO_BIN_EXE_ppo_ressim"), "--env-id ResSim-case1 --num-envs 4 --total-timesteps 400"),
     (
         env!("CARGO_BIN_EXE_ppo_multilevel"),
-        &[
-            "--env-id",
-            "ResSim-case1",
-            "--num-envs",
-            "2",
-            "--num-iterations",
-            "1",
-            "--levels",
-            "15,30",
-            "--level-steps",
-            "5,5",
-            "--level-minibatch-size",
-            "5,5",
-        ],
+        "--env-id ResSim-case1 --num-envs 2 --num-iterations 1 --levels 15,30 --level-steps 5,5 \
+         --level-minibatch-size 5,5",
     ),
 ];
+
+/// [`BINARIES`], each with its arguments.
+fn binaries() -> impl Iterator<Item = (&'static str, Vec<&'static str>)> {
+    BINARIES.iter().map(|(bin, args)| (*bin, args.split(' ').collect()))
+}
 
 fn libtorch_has_cuda() -> bool {
     Path::new(".libtorch/lib/libtorch_cuda.so").exists()
@@ -59,7 +49,7 @@ fn every_binary_loads_libtorch_cuda_when_libtorch_has_it() {
         eprintln!("this libtorch has no libtorch_cuda.so: nothing to link");
         return;
     }
-    for (bin, _) in BINARIES {
+    for (bin, _) in binaries() {
         let dynamic = tool_output("readelf", &["-d", bin]);
         assert!(
             dynamic.contains("[libtorch_cuda.so]") || dynamic.contains("[libtorch.so]"),
@@ -95,11 +85,11 @@ fn every_binary_names_its_device_and_why() {
             Ok(_) => "cuda:0 (".to_string(), // a GPU machine: the name follows
         }
     };
-    for (bin, args) in BINARIES {
+    for (bin, args) in binaries() {
         for cuda in [None, Some("false")] {
             let workdir = tempfile::tempdir().expect("temp dir");
             let mut cmd = Command::new(bin);
-            cmd.args(*args).current_dir(workdir.path());
+            cmd.args(&args).current_dir(workdir.path());
             if let Some(value) = cuda {
                 cmd.args(["--cuda", value]);
             }
@@ -114,11 +104,7 @@ fn every_binary_names_its_device_and_why() {
             );
             assert_eq!(stdout.matches("device: ").count(), 1, "{bin}: one device line:\n{stdout}");
             assert!(!stderr.contains("Warning") && !stderr.contains("CUDA initialization"), "{bin}: {stderr}");
-            let runs: Vec<_> = std::fs::read_dir(workdir.path().join("runs")).expect("runs/").collect();
-            let dir = runs.into_iter().next().expect("a run directory").expect("entry").path();
-            let json: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).expect("args.json"))
-                    .expect("JSON");
+            let json = common::args_json(&common::run_dir(workdir.path()));
             assert_eq!(json["device"].as_str(), Some(first.trim_start_matches("device: ")), "{bin}: args.json");
             if bin.ends_with("ppo_atari_multigpu") && libtorch_has_cuda() {
                 // libtorch's NCCL is found, GPU or not, and the line says how gradients are summed
@@ -148,10 +134,8 @@ fn multigpu_device_line(bin: &Path, vars: &[(&str, &str)]) -> String {
     stdout.lines().next().unwrap_or_default().to_string()
 }
 
-/// Exactly the NCCL libtorch loaded, whatever else is on the loader's path and wherever the binary
-/// lives (issue 39): a stub `libnccl.so` saying 2.12.12 first on LD_LIBRARY_PATH is never loaded (an
-/// earlier build named it and then mixed two NCCLs), and a copy of the binary outside target/ still
-/// finds libtorch's (an earlier build found none once its build directory's link was gone).
+/// Exactly the NCCL libtorch loaded, whatever is on the loader's path and wherever the binary lives (issue 39): a
+/// stub `libnccl.so` first on LD_LIBRARY_PATH is never loaded, and a copy of the binary outside target/ finds it.
 #[test]
 fn the_one_nccl_is_libtorchs() {
     if !libtorch_has_cuda() {
@@ -230,8 +214,8 @@ fn every_binary_trains_on_the_gpu() {
     if gpus_or_skip("every_binary_trains_on_the_gpu").is_none() {
         return;
     }
-    for (bin, args) in BINARIES {
-        let run = run_cuda(bin, &[args, &["--save-model"][..]].concat(), &[]);
+    for (bin, args) in binaries() {
+        let run = run_cuda(bin, &[&args[..], &["--save-model"]].concat(), &[]);
         checks(&run.csv("updates.csv"), bin);
         assert_eq!(run.csv("eval.csv").rows.len(), 10, "{bin}: 10 evaluation episodes");
     }
@@ -243,11 +227,11 @@ fn every_binary_resumes_on_the_gpu() {
     if gpus_or_skip("every_binary_resumes_on_the_gpu").is_none() {
         return;
     }
-    for (bin, args) in BINARIES {
+    for (bin, args) in binaries() {
         // the run's length: --total-timesteps, or ppo_multilevel's --num-iterations; twice that to resume
         let at = args.iter().position(|a| *a == "--total-timesteps" || *a == "--num-iterations").expect("a length");
         let longer = (2 * args[at + 1].parse::<usize>().expect("a number")).to_string();
-        let first = run_cuda(bin, &[args, &["--checkpoint-interval", "1"][..]].concat(), &[]);
+        let first = run_cuda(bin, &[&args[..], &["--checkpoint-interval", "1"]].concat(), &[]);
         let dir = first.dir();
         let resumed = Command::new(bin)
             .args(["--cuda", "true", "--resume", dir.to_str().expect("utf-8"), args[at], &longer])
@@ -299,10 +283,8 @@ fn multigpu_sums_gradients_with_nccl() {
     assert_eq!(stdout.matches("gradients all-reduced by NCCL").count(), 2, "{stdout}");
 }
 
-/// `ppo_lstm_workers` with its learner on the GPU and two workers on the CPU: the rollout's log-probs
-/// come from the workers' CPU copies, the update's from the learner's GPU weights (the same values),
-/// so the first minibatch's ratio is 1 within the CPU/GPU rounding of the MLP and LSTM. The tolerance
-/// is the linear layers' (1e-4); no GPU was lent to measure it when it was written (docs/gpu.md).
+/// `ppo_lstm_workers` with its learner on the GPU and two workers on the CPU: the first minibatch's ratio is 1
+/// within the CPU/GPU rounding of the MLP and LSTM, the linear layers' tolerance (1e-4, docs/gpu.md).
 #[test]
 fn workers_on_the_cpu_feed_a_learner_on_the_gpu() {
     if gpus_or_skip("workers_on_the_cpu_feed_a_learner_on_the_gpu").is_none() {

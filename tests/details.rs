@@ -1,15 +1,8 @@
-//! The implementation-detail tags in `src/bin/*.rs` (`// Core 7: ...`, also `///` and at the end
-//! of a code line; `//!` headers do not count) against the numbered details:
-//! - every tag names a detail that exists (a typo guard);
-//! - every variant carries the tags of its own details and those of its ancestors
-//!   (`OWN` below, family tree in `diffs/family.txt`);
-//! - every detail is tagged in some binary, and none in the library (`src/` but `src/bin/`);
-//! - `docs/details.md`, the index of where each detail is tagged, is current.
-//!
-//! `scripts/update-details` runs these tests with `UPDATE_DOCS=1`, which makes them write
-//! `docs/details.md` (and `tests/readme.rs` the README's variants figures) instead of failing.
-//!
-//! A tag is a category name followed by a number of one or two digits (`Atari 2600` is no tag).
+//! The implementation-detail tags in `src/bin/*.rs` (`// Core 7: ...`, also `///` and at a line's end; not `//!`)
+//! against the numbered details: every tag names a detail, every variant carries its own details' tags and its
+//! ancestors' (`OWN`, `diffs/family.txt`), every detail is tagged in some binary and none in the library, and
+//! `docs/details.md` is current (`scripts/update-details` rewrites it: `UPDATE_DOCS=1`). A tag is a category name
+//! and a number of one or two digits (`Atari 2600` is no tag).
 
 mod common;
 
@@ -151,20 +144,10 @@ const MULTILEVEL: &[&str] = &[
     "the MLMC loss: main and sync minibatches with identical indices, one optimizer step",
     "the early stop (Ressim 3) on every level's main minibatch",
 ];
-const CATEGORIES: [&str; 12] = [
-    "Core",
-    "Atari",
-    "Continuous",
-    "LSTM",
-    "MultiDiscrete",
-    "Aux",
-    "Extra",
-    "Workers",
-    "Noisy",
-    "Seeds",
-    "Ressim",
-    "Multilevel",
-];
+/// Every category, in the index's order.
+fn categories() -> impl Iterator<Item = &'static str> {
+    "Core Atari Continuous LSTM MultiDiscrete Aux Extra Workers Noisy Seeds Ressim Multilevel".split(' ')
+}
 
 /// Ranges of details: (category, first, last).
 type Ranges = &'static [(&'static str, u32, u32)];
@@ -239,7 +222,7 @@ fn line_comments(src: &str) -> Vec<(usize, &str)> {
 /// The tags in a comment: a category name (not inside a word) followed by a one- or two-digit number.
 fn mentions(comment: &str) -> Vec<Detail> {
     let mut found = Vec::new();
-    for cat in CATEGORIES {
+    for cat in categories() {
         for (at, _) in comment.match_indices(cat) {
             let before_ok = comment[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
             let Some(rest) = comment[at + cat.len()..].strip_prefix(' ') else { continue };
@@ -304,7 +287,7 @@ fn render() -> String {
          `tests/details.rs` also checks that each variant carries the tags of its own details and of\n\
          its parent's (`diffs/family.txt`).\n",
     );
-    for cat in CATEGORIES {
+    for cat in categories() {
         let rows: Vec<(&Detail, &String)> = details.iter().filter(|((c, _), _)| *c == cat).collect();
         if rows.is_empty() {
             continue;
@@ -420,10 +403,8 @@ fn details_index_is_current() {
 const DETAILS_ONCE_IN_THE_LIBRARY: &[&str] =
     &["fn shuffled", "fn adapt_lr", "fn gaussian_kl", "randperm", "desired_kl"];
 
-/// No PPO detail lives in the library (`src/**/*.rs` but `src/bin/`): every place docs/details.md points at is in
-/// `src/bin/`, no library comment opens with a detail's tag (`// Core 6: ...`: the library may
-/// name a detail it serves, "(Core 5)", not hold one), and none of the details that once lived
-/// there is back.
+/// No PPO detail lives in the library (`src/**/*.rs` but `src/bin/`): docs/details.md points into `src/bin/` only,
+/// no library comment opens with a detail's tag (it may name one it serves, "(Core 5)"), none that lived there is back.
 #[test]
 fn no_detail_lives_in_the_library() {
     let index = std::fs::read_to_string("docs/details.md").expect("docs/details.md");

@@ -1,7 +1,6 @@
-//! `diffs/<child>.diff` must be the current unified diff of each variant against its parent
-//! (family tree in `diffs/family.txt`); regenerate with `scripts/update-diffs`. The diffs show all
-//! that differs only while the library names no binary: a branch on a binary's name would hide there.
-//! Each binary of the family also has its row of env ids.
+//! `diffs/<child>.diff` is the current diff of each variant against its parent (`diffs/family.txt`;
+//! `scripts/update-diffs`); the library names no binary, where a branch on a name would hide; every binary of the
+//! family has its env ids.
 
 mod common;
 

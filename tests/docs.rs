@@ -1,30 +1,16 @@
-//! What README.md and docs/*.md say is what the code does (docs/details.md, which tests/details.rs generates,
-//! aside). Two rules:
-//! - every command they show runs, and a `console` block's command prints what the block shows (below);
-//! - every name of ours they cite in a code span exists: a Rust path, a file, a flag, a logged column, an identifier;
-//!   and a test `<file>.rs::<function>`, the file under `tests/` or `envs/tests/` (or `src/`, `envs/src/` for the
-//!   unit tests), is a function of that file marked `#[test]`, not `#[ignore]`d.
+//! What README.md and docs/*.md say is what the code does (docs/details.md aside): every command they show runs, a
+//! `console` block's command printing what the block shows; every name of ours they cite in a code span of the
+//! prose exists (a Rust path, a file, a flag, a logged column, an identifier), a test `<file>.rs::<function>` being a
+//! `#[test]` of that file, not `#[ignore]`d.
 //!
-//! Code spans are read from the prose, headings and table rows; code blocks and HTML comments are not prose.
-//! (Line counts and diff sizes: tests/readme.rs; links: tests/links.rs.)
-//!
-//! A command is a line of a code block (fenced `sh` or `console`, or indented four spaces) or an inline code span
-//! that starts as a command does (`cargo `, `scripts/`, `mpirun `, `target/release/`, `VAR=value `). Each is
-//! one of:
-//! - **run** (the default): in a fresh directory, `cargo run [--release] --bin B --` and `target/release/B` being
-//!   the binary this suite built (what cargo would run), `mpirun` with the tests' `--oversubscribe`. A training
-//!   run is stopped with Ctrl-C once its first update is in `updates.csv` (it must then print its stop line and
-//!   exit as Ctrl-C ends a run); anything else must end with exit code 0. A `runs/<env>__<binary>__<seed>__*`
-//!   glob is made first by a short run of that binary;
-//! - in a `console` block: `$ command`, then the lines it prints (stdout and stderr), then `(exit N)` when its
-//!   exit code is not 0: run to its end and compared line for line (`...` stands for any lines). A refusal
-//!   (exit 2) must also leave no `runs/`;
-//! - [`LONG_SCRIPTS`]: a script that runs for minutes to hours: every flag it is given must be one its parser takes;
-//! - [`NOT_RUN`]: installs, needs another checkout, another machine or a GPU, or is this suite: each with why;
-//! - a template, not pasteable as shown (`X`, `N`, `<variant>`, `DIR`, `/path/to/...`, an example run directory, a
-//!   setting or `mpirun`'s flags alone): skipped.
-//!
-//! With `--nocapture` the test prints every command found, with its kind.
+//! A command is a line of a `sh` or `console` code block or of an indented one, or a code span that starts as a
+//! command does (`cargo `, `scripts/`, `mpirun `, `target/release/`, `VAR=value `). It is **run** in a fresh
+//! directory with this suite's binaries (a `runs/<env>__<binary>__<seed>__*` glob made first), a training run
+//! stopped by Ctrl-C after its first update (it must print its stop line), anything else to exit code 0; a `console`
+//! block's `$ command` is compared line for line with the lines after it (`...` for any lines, `(exit N)` for its
+//! code; a refusal leaves no `runs/`); a [`LONG_SCRIPTS`] command has its flags checked by the script's parser;
+//! [`NOT_RUN`] says why it is not run; a template (`X`, `<variant>`, `/path/to/...`, an example run directory) is
+//! skipped. `--nocapture` lists every command found.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

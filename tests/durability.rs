@@ -1,8 +1,6 @@
-//! Nothing a checkpoint vouches for is lost to a power loss: seen in the system calls of a real run
-//! (`strace`, installed by scripts/setup). Before each checkpoint the rows and TensorBoard events up
-//! to it reach the disk (fsync/fdatasync of updates.csv, episodes.csv and the events file); every
-//! file put in place by a rename (args.json, the checkpoint, the saved model, eval.csv) is synced
-//! before it, and its directory after it, so its name never shows a file that is not on disk.
+//! Nothing a checkpoint vouches for is lost to a power loss, seen under `strace`: before each checkpoint the logs
+//! and TensorBoard events reach the disk; every file put in place by a rename is synced before it, and its
+//! directory after it.
 
 use std::process::Command;
 

@@ -14,11 +14,9 @@ const SMALL: &[&str] = &["--num-steps", "32", "--total-timesteps", "512", "--tor
 /// The columns only this binary writes (the largest KL over the ranks, the all-reduce's time).
 const OWN_COLUMNS: &[&str] = &["debug/max_approx_kl_of_ranks", "timing/allreduce_seconds"];
 
-/// A finished two-rank run in a fresh directory; `--quiet`: no mpirun banners, our line is the message.
+/// A finished two-rank run in a fresh directory.
 fn run_mpi(mca: &[&str], args: &[&str]) -> Run {
-    let workdir = tempfile::tempdir().expect("temp dir");
-    let output = common::mpirun(workdir.path(), BIN, &[&["--quiet"], mca].concat(), args).output();
-    Run { output: output.expect("mpirun starts (scripts/setup installs openmpi-bin)"), workdir }
+    common::run_mpi(2, BIN, mca, args, &[])
 }
 
 fn metrics(r: &Run) -> (Table, Table) {
@@ -26,24 +24,20 @@ fn metrics(r: &Run) -> (Table, Table) {
     (r.csv("updates.csv").without(&skip), r.csv("episodes.csv"))
 }
 
-/// Started without mpirun it is one process, and `ppo_atari`'s run for the same arguments (`--local-num-envs` for
-/// `--num-envs`): the same counts and episodes, every other value within rounding (`common::assert_close`). So is
-/// one rank forced through the all-reduce.
+/// Without mpirun it is one process, and `ppo_atari`'s run (`--local-num-envs` for `--num-envs`): the same counts
+/// and episodes, every other value within rounding (`common::assert_close`). So is one rank forced through the
+/// all-reduce (PPO_FORCE_ALLREDUCE=1: MPI here, NCCL on a GPU).
 #[test]
 fn one_process_is_ppo_atari() {
     let alone = run(BIN, &[&["--local-num-envs", "2"], SMALL].concat());
     let atari = run(env!("CARGO_BIN_EXE_ppo_atari"), &[&["--num-envs", "2"], SMALL].concat());
-    alone.assert_ok();
-    atari.assert_ok();
-    let (ours, theirs) = (metrics(&alone), metrics(&atari));
+    let (ours, theirs) = (metrics(alone.assert_ok()), metrics(atari.assert_ok()));
     assert_eq!(ours.0.rows.len(), 8);
     common::assert_close(&ours.0.without(&["debug/max_approx_kl_of_ranks"]), &theirs.0, 1e-3, "one rank");
     assert_eq!(ours.1, theirs.1, "episodes.csv");
     assert!(!ours.1.rows.is_empty(), "no Breakout game finished: the check is empty");
     let stdout = |r: &Run| String::from_utf8_lossy(&r.output.stdout).to_string();
     assert!(stdout(&alone).contains("one rank, no all-reduce"), "{}", stdout(&alone));
-    // PPO_FORCE_ALLREDUCE=1 sends one rank's gradient through the all-reduce anyway (MPI here, NCCL on a
-    // GPU): the mean of one gradient is itself, so the metrics stay ppo_atari's
     let forced = run_with_env(BIN, &[&["--local-num-envs", "2"], SMALL].concat(), &[("PPO_FORCE_ALLREDUCE", "1")]);
     forced.assert_ok();
     assert!(stdout(&forced).contains("gradients all-reduced by MPI through host memory"), "{}", stdout(&forced));
@@ -53,10 +47,9 @@ fn one_process_is_ppo_atari() {
     common::assert_close(&forced.0.without(&["debug/max_approx_kl_of_ranks"]), &theirs.0, 1e-3, "all-reduced");
 }
 
-/// Two ranks: ratio 1 / clipfrac 0 at the first minibatch and a small KL on every rank (the logged
-/// values are the largest over the ranks), weights identical after every update (checked by the
-/// binary, which fails otherwise), every rank's episodes; the same metrics twice for the same seed,
-/// on either transport; another seed differs.
+/// Two ranks: ratio == 1 and a small KL on every rank (the logged values are the largest over the ranks), weights
+/// identical after every update (the binary checks), every rank's episodes; the same metrics twice for the same
+/// seed, on either transport; another seed differs, and so does one process's run.
 #[test]
 fn two_ranks_agree_on_either_transport_and_repeat() {
     let args = [&["--local-num-envs", "2"], SMALL, &["--total-timesteps", "1024"]].concat();
@@ -88,8 +81,8 @@ fn two_ranks_agree_on_either_transport_and_repeat() {
     assert_ne!(metrics(&alone).0.rows[0], metrics(&shm).0.rows[0]);
 }
 
-/// A rank killed mid-run brings the job down within seconds (no rank waits forever in an
-/// all-reduce), mpirun names the rank, and rank 0's metrics so far are kept.
+/// A rank killed mid-run brings the job down within seconds (no rank waits forever in an all-reduce), mpirun names
+/// the rank, and rank 0's metrics so far are kept.
 #[test]
 fn a_killed_rank_stops_the_job_and_keeps_the_metrics() {
     let workdir = tempfile::tempdir().expect("temp dir");
@@ -98,18 +91,13 @@ fn a_killed_rank_stops_the_job_and_keeps_the_metrics() {
     let child =
         common::mpirun(&dir, BIN, &[], &args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("mpirun");
     // wait for rank 0's second update, then kill rank 1
-    let updates = || std::fs::read_dir(dir.join("runs")).ok()?.next()?.ok().map(|e| e.path().join("updates.csv"));
-    let rows = |p: &std::path::Path| std::fs::read_to_string(p).map_or(0, |s| s.lines().count().saturating_sub(1));
-    let start = Instant::now();
-    while updates().is_none_or(|p| rows(&p) < 2) {
-        assert!(start.elapsed() < Duration::from_secs(120), "no second update in 2 minutes");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let run_dir = || std::fs::read_dir(dir.join("runs")).ok()?.next()?.ok().map(|e| e.path());
+    common::wait_for(120, "second update", || run_dir().is_some_and(|d| common::rows(&d) >= 2));
     let output = common::kill_rank_and_wait(child, BIN, &dir, 1);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(stderr.contains("process rank 1") && stderr.contains("signal 9"), "{stderr}");
-    let kept = rows(&updates().expect("updates.csv"));
+    let kept = common::rows(&run_dir().expect("the run directory"));
     assert!(kept >= 2, "rank 0's metrics so far are kept: {kept} rows");
 }
 
@@ -134,18 +122,12 @@ fn bad_input_is_one_line_and_exit_code_2() {
         (&["--local-num-envs", "3", "--num-steps", "7"], "divisible"),
         (&["--local-num-envs", "2", "--num-steps", "32", "--total-timesteps", "100"], "x ranks = 128"),
     ] {
-        let r = run_mpi(&[], args);
-        let stderr = r.stderr();
-        assert_eq!(r.output.status.code(), Some(2), "{args:?}: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: one line from rank 0 only: {stderr}");
-        assert!(stderr.contains(needle) && !stderr.contains("panicked"), "{args:?}: {stderr}");
-        assert!(!r.workdir.path().join("runs").exists(), "{args:?}: a run directory was made");
+        common::assert_refused(&run_mpi(&[], args), needle, &format!("two ranks, {args:?}"));
     }
 }
 
-/// When rank 0 cannot make NCCL's id (forced here on the CPU: PPO_NCCL_FAIL_ID=1), its status goes
-/// out with the id: every rank ends with rank 0's line, at once, and nothing is written; before,
-/// rank 0 left while the others waited in the broadcast (only Open MPI's mpirun killed them).
+/// When rank 0 cannot make NCCL's id (forced on the CPU: PPO_NCCL_FAIL_ID=1), its status goes out with the id:
+/// every rank ends with rank 0's line, at once, and nothing is written.
 #[test]
 fn rank_0s_nccl_failure_ends_every_rank_with_its_line() {
     let dir = tempfile::tempdir().expect("temp dir");

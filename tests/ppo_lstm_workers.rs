@@ -1,12 +1,9 @@
-//! `ppo_lstm_workers` end to end: the real binary alone (it is then `ppo_lstm`) and as one learner
-//! with N rollout workers under `mpirun`, on the shared-memory transport and on TCP (the one
-//! separate machines use), on CartPoleNoVel-v1 (`ppo_lstm`'s MLP encoder) and once on Breakout.
+//! `ppo_lstm_workers` end to end: alone (it is then `ppo_lstm`) and as one learner with N rollout workers under
+//! `mpirun`, over shared memory and TCP, on CartPoleNoVel-v1 and once on Breakout.
 
 mod common;
-use common::{assert_bad_input, assert_ratio_one_and_small_kl, run, run_with_env, Run, Table, TIMING_COLUMNS};
-use std::path::Path;
+use common::{assert_bad_input, run, run_with_env, Run, Table, TIMING_COLUMNS};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ppo_lstm_workers");
 const LSTM: &str = env!("CARGO_BIN_EXE_ppo_lstm");
@@ -18,12 +15,9 @@ const NO_VEL: &[&str] =
 /// The columns only this binary writes: the waits (timing), and episodes.csv's worker.
 const OWN_COLUMNS: &[&str] = &["timing/learner_wait_seconds", "timing/workers_wait_seconds"];
 
-/// A finished run of `np` processes in a fresh directory (`--quiet`: no mpirun banners), with `vars`.
+/// A finished run of `np` processes in a fresh directory, with `vars`.
 fn run_mpi(np: usize, mca: &[&str], args: &[&str], vars: &[(&str, &str)]) -> Run {
-    let workdir = tempfile::tempdir().expect("temp dir");
-    let mut cmd = common::mpirun_np(workdir.path(), np, BIN, &[&["--quiet"], mca].concat(), args);
-    let output = cmd.envs(vars.iter().copied()).output();
-    Run { output: output.expect("mpirun starts (scripts/setup installs openmpi-bin)"), workdir }
+    common::run_mpi(np, BIN, mca, args, vars)
 }
 
 /// updates.csv without the timing columns, episodes.csv without the worker column.
@@ -37,10 +31,8 @@ fn workers_of_episodes(r: &Run) -> std::collections::BTreeSet<u64> {
 }
 
 /// Alone it is `ppo_lstm`; one worker (`-np 2`) is too: worker 1 draws on from the learner's random stream, its
-/// envs are ppo_lstm's. The same counts and episodes, every other value within rounding (`common::assert_close`):
-/// two binaries are two computations. The worker runs one libtorch thread, which changes the rollout's floats
-/// against a two-thread `ppo_lstm` (measured: 11 of 48 cells of 4 updates, in the 7th digit or below), so that
-/// side runs with one thread too.
+/// envs are ppo_lstm's. The same counts and episodes, every other value within rounding (`common::assert_close`),
+/// all on one libtorch thread, as a worker runs.
 #[test]
 fn alone_and_with_one_worker_it_is_ppo_lstm() {
     let args = [NO_VEL, &["--total-timesteps", "1024"]].concat();
@@ -75,13 +67,9 @@ fn first_observations(r: &Run, envs: i64) -> Vec<Vec<f32>> {
     (0..envs).map(|e| Vec::<f32>::try_from(obs.get(e)).expect("f32 row")).collect()
 }
 
-/// Each env of the job is seeded as `ppo_lstm`'s env of the same global index (worker w's env e is
-/// env (w - 1) x num-envs + e), whatever the envs per worker: 2 workers x 4 envs, 4 x 2 and 1 x 8
-/// start from ppo_lstm's 8 first observations, all different (no two envs share a seed; miniDRL's
-/// seeds collide past 4 envs per worker). Two workers: ratio 1 and clip fraction 0 at every first
-/// minibatch, a small KL, both workers' episodes; the same metrics again and over TCP. What differs
-/// from ppo_lstm with 8 envs: the actions, sampled by two random streams (worker 2 draws its own),
-/// so the trajectories part after the first step.
+/// Each env of the job is seeded as `ppo_lstm`'s env of the same global index, whatever the envs per worker (2 x 4,
+/// 4 x 2, 1 x 8: ppo_lstm's 8 first observations, all different). Two workers: ratio == 1, a small KL, both
+/// workers' episodes, the same metrics again and over TCP; the actions differ from ppo_lstm's (two random streams).
 #[test]
 fn two_workers_seed_their_envs_as_ppo_lstm_and_keep_ratio_one() {
     let trace = [("PPO_TRACE", "trace.safetensors")];
@@ -99,12 +87,10 @@ fn two_workers_seed_their_envs_as_ppo_lstm_and_keep_ratio_one() {
     }
 
     let two = run_mpi(3, &[], &args, &[]);
-    two.assert_ok();
-    let updates = two.csv("updates.csv");
+    let updates = two.assert_ok().csv("updates.csv");
     assert_eq!(updates.rows.len(), 16, "4096 steps of 2 workers x 4 envs x 32 steps");
     assert_eq!(updates.col("global_step"), (1..=16).map(|i| 256.0 * i as f64).collect::<Vec<_>>());
-    let kl = "losses/approx_kl";
-    assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", kl, 50);
+    common::assert_ratio_one(&updates, 50);
     assert_eq!(workers_of_episodes(&two), [1, 2].into(), "episodes of both workers in episodes.csv");
     let lstm8 = run(LSTM, &[NO_VEL, &["--num-envs", "8", "--total-timesteps", "4096"]].concat());
     assert_ne!(metrics(&two).0.rows[0], metrics(&lstm8).0.rows[0], "two random streams, other actions");
@@ -114,28 +100,18 @@ fn two_workers_seed_their_envs_as_ppo_lstm_and_keep_ratio_one() {
     assert_eq!(metrics(&two), metrics(&tcp), "the TCP transport carries the same rollouts");
 }
 
-/// The CNN path: two workers on Breakout, ratio 1 at the first minibatch (one update: the Nature CNN on
-/// the CPU is the slow part).
+/// The CNN path: two workers on Breakout, ratio 1 at the first minibatch (one update: the CNN is slow on the CPU).
 #[test]
 fn two_workers_on_breakout_keep_ratio_one() {
     let args = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "128", "--torch-threads", "1"];
-    let r = run_mpi(3, &[], &args, &[]);
-    r.assert_ok();
-    let updates = r.csv("updates.csv");
+    let updates = run_mpi(3, &[], &args, &[]).assert_ok().csv("updates.csv");
     assert_eq!(updates.rows.len(), 1);
-    let kl = "losses/approx_kl";
-    assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", kl, 50);
+    common::assert_ratio_one(&updates, 50);
 }
 
-/// The rows of `dir`'s updates.csv (0 before it exists).
-fn rows(dir: &Path) -> usize {
-    std::fs::read_to_string(dir.join("updates.csv")).map_or(0, |s| s.lines().count().saturating_sub(1))
-}
-
-/// A worker killed mid-run ends the job within seconds (the learner does not wait forever in the
-/// gather, as miniDRL's does on its queue), mpirun names it, and the metrics up to the last update
-/// are kept; `--resume` with as many workers continues to the end; with another number, one line
-/// naming the `-np` to use, exit code 2.
+/// A worker killed mid-run ends the job within seconds (no learner waiting forever in the gather), mpirun names it,
+/// the metrics so far are kept; `--resume` with as many workers continues to the end; with another number, one
+/// line naming the `-np` to use, exit code 2.
 #[test]
 fn a_killed_worker_stops_the_job_and_resume_continues() {
     let workdir = tempfile::tempdir().expect("temp dir");
@@ -147,33 +123,25 @@ fn a_killed_worker_stops_the_job_and_resume_continues() {
         .spawn()
         .expect("mpirun");
     let run_dir = || std::fs::read_dir(dir.join("runs")).ok()?.next()?.ok().map(|e| e.path());
-    let start = Instant::now();
-    while run_dir().is_none_or(|d| rows(&d) < 2) {
-        assert!(start.elapsed() < Duration::from_secs(120), "no second update in 2 minutes");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_for(120, "second update", || run_dir().is_some_and(|d| common::rows(&d) >= 2));
     let output = common::kill_rank_and_wait(child, BIN, &dir, 2);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(stderr.contains("process rank 2") && stderr.contains("signal 9"), "{stderr}");
     let run_dir = run_dir().expect("the run directory");
-    let kept = rows(&run_dir);
+    let kept = common::rows(&run_dir);
     assert!((2..40).contains(&kept), "the metrics so far are kept: {kept} rows");
 
     let resume = ["--resume", run_dir.to_str().expect("utf-8")];
     let other = common::mpirun_np(&dir, 2, BIN, &["--quiet"], &resume).output().expect("mpirun");
-    let stderr = String::from_utf8_lossy(&other.stderr);
-    assert_eq!(other.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("ran with 2 workers: resume it with mpirun -np 3"), "{stderr}");
-    assert_eq!(rows(&run_dir), kept, "a refused resume changes nothing");
+    common::assert_one_line(&other, 2, "ran with 2 workers: resume it with mpirun -np 3", "-np 2");
+    assert_eq!(common::rows(&run_dir), kept, "a refused resume changes nothing");
 
     let resumed = common::mpirun_np(&dir, 3, BIN, &["--quiet"], &resume).output().expect("mpirun");
     assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
     let updates = Table::read(&run_dir.join("updates.csv"));
     assert_eq!(updates.col("iteration"), (1..=40).map(|i| i as f64).collect::<Vec<_>>(), "one row per update");
-    let kl = "losses/approx_kl";
-    assert_ratio_one_and_small_kl(&updates, "debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", kl, 50);
+    common::assert_ratio_one(&updates, 50);
 }
 
 #[test]
@@ -197,32 +165,18 @@ fn bad_input_is_one_line_and_exit_code_2() {
         (3, &[NO_VEL, &["--total-timesteps", "200"]].concat()[..], "x workers = 256"),
         (4, &["--num-envs", "3", "--num-minibatches", "4"], "(9) not divisible by --num-minibatches (4)"),
     ] {
-        let r = run_mpi(np, &[], args, &[]);
-        let stderr = r.stderr();
-        assert_eq!(r.output.status.code(), Some(2), "{args:?}: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: one line from the learner only: {stderr}");
-        assert!(stderr.contains(needle) && !stderr.contains("panicked"), "{args:?}: {stderr}");
-        assert!(!r.workdir.path().join("runs").exists(), "{args:?}: a run directory was made");
+        common::assert_refused(&run_mpi(np, &[], args, &[]), needle, &format!("-np {np} {args:?}"));
     }
 }
 
-/// The learner's batch is split, not a worker's (issue 59): five workers of 3 envs are 15 envs, five
-/// minibatches of 3 whole envs, though one worker's 3 envs x 32 steps (96) do not divide by 5 (refused
-/// until 2026-11-28 by a check of a worker's batch). Ratio == 1 at the first minibatch, every worker's
-/// episodes logged.
+/// The learner's batch is split, not a worker's (issue 59): five workers of 3 envs are five minibatches of 3 whole
+/// envs, though one worker's 96 steps do not divide by 5. Ratio == 1, every worker's episodes logged.
 #[test]
 fn the_learners_batch_is_split_not_a_workers() {
     let args = ["--env-id", "CartPoleNoVel-v1", "--torch-threads", "1", "--num-envs", "3", "--num-minibatches", "5"];
     let r = run_mpi(6, &[], &[&args[..], &["--num-steps", "32", "--total-timesteps", "960"]].concat(), &[]);
-    r.assert_ok();
-    let updates = r.csv("updates.csv");
+    let updates = r.assert_ok().csv("updates.csv");
     assert_eq!(updates.col("global_step"), [480.0, 960.0], "two updates of 5 x 3 envs x 32 steps");
-    common::assert_ratio_one_and_small_kl(
-        &updates,
-        "debug/first_mb_max_ratio_dev",
-        "debug/first_mb_clipfrac",
-        "losses/approx_kl",
-        2,
-    );
+    common::assert_ratio_one(&updates, 2);
     assert_eq!(workers_of_episodes(&r), (1..=5).collect(), "every worker's episodes");
 }

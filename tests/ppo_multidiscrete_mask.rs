@@ -1,9 +1,8 @@
-//! `ppo_multidiscrete_mask` end to end: the real binary on the native masked env GridHarvest-v0
-//! (the masked categorical itself is unit-tested in the binary: probability 0, no gradient, no
-//! entropy for masked entries).
+//! `ppo_multidiscrete_mask` end to end: the real binary on the native masked env GridHarvest-v0 and on MicroRTS
+//! (the masked categorical itself is unit-tested in the binary).
 
 mod common;
-use common::{assert_bad_input, assert_ratio_one_and_small_kl, run, Table};
+use common::{assert_bad_input, run, Table};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ppo_multidiscrete_mask");
 const GRID: &[&str] = &["--env-id", "GridHarvest-v0", "--torch-threads", "1"];
@@ -12,35 +11,31 @@ const GRID: &[&str] = &["--env-id", "GridHarvest-v0", "--torch-threads", "1"];
 #[test]
 fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
     let r = run(BIN, &[GRID, &["--total-timesteps", "8192"]].concat());
-    r.assert_ok();
-    let updates = r.csv("updates.csv");
+    let updates = r.assert_ok().csv("updates.csv");
     assert_eq!(updates.rows.len(), 8);
-    assert_ratio_one_and_small_kl(
-        &updates,
-        "debug/first_mb_max_ratio_dev",
-        "debug/first_mb_clipfrac",
-        "losses/approx_kl",
-        50,
-    );
+    common::assert_ratio_one(&updates, 50);
     common::assert_tensorboard_matches_csvs(&r);
     assert!(updates.col("debug/invalid_actions").iter().all(|&n| n == 0.0), "a masked action was sampled");
 }
 
+/// On GridHarvest-v0 and on MicroRTS (deterministic against PassiveAI), on 1 or 2 env threads.
 #[test]
 fn same_seed_same_metrics_with_one_or_two_env_threads() {
-    let args = [GRID, &["--total-timesteps", "2048", "--seed", "3"]].concat();
-    let a = run(BIN, &[&args[..], &["--env-threads", "1"]].concat());
-    let b = run(BIN, &[&args[..], &["--env-threads", "2"]].concat());
-    let c = run(BIN, &[GRID, &["--total-timesteps", "2048", "--seed", "4"]].concat());
-    common::assert_same_metrics(&a, &b, &c);
+    for env in [GRID, &["--torch-threads", "1"]] {
+        let args = [env, &["--total-timesteps", "2048", "--seed", "3"]].concat();
+        let a = run(BIN, &[&args[..], &["--env-threads", "1"]].concat());
+        let b = run(BIN, &[&args[..], &["--env-threads", "2"]].concat());
+        let c = run(BIN, &[env, &["--total-timesteps", "2048", "--seed", "4"]].concat());
+        eprintln!("{env:?}"); // names the case of a failure below
+        common::assert_same_metrics(&a, &b, &c);
+    }
 }
 
 /// The saved weights reload and play 10 episodes with masked sampling.
 #[test]
 fn save_model_writes_weights_and_evaluates_them() {
     let r = run(BIN, &[GRID, &["--total-timesteps", "2048", "--save-model"]].concat());
-    r.assert_ok();
-    assert!(r.dir().join("ppo_multidiscrete_mask.safetensors").is_file());
+    assert!(r.assert_ok().dir().join("ppo_multidiscrete_mask.safetensors").is_file());
     let returns = r.csv("eval.csv").col("eval/episodic_return");
     assert_eq!(returns.len(), 10);
     assert!(returns.iter().all(|r| (0.0..=20.0).contains(r)), "{returns:?}");
@@ -63,34 +58,17 @@ fn bad_input_is_one_line_and_exit_code_2() {
     );
 }
 
-/// The default env, MicrortsMining-v1 on the real engine, briefly: ratio == 1 at the first
-/// minibatch, no masked action ever sampled, the engine's chatter kept off stdout.
+/// The default env, MicrortsMining-v1 on the real engine: ratio == 1, no masked action sampled, the engine's
+/// chatter kept off stdout.
 #[test]
 fn microrts_runs_with_masks() {
     let r = run(BIN, &["--total-timesteps", "2048", "--torch-threads", "1"]);
-    r.assert_ok();
-    let updates = r.csv("updates.csv");
+    let updates = r.assert_ok().csv("updates.csv");
     assert_eq!(updates.rows.len(), 2);
-    assert_ratio_one_and_small_kl(
-        &updates,
-        "debug/first_mb_max_ratio_dev",
-        "debug/first_mb_clipfrac",
-        "losses/approx_kl",
-        2,
-    );
+    common::assert_ratio_one(&updates, 2);
     assert!(updates.col("debug/invalid_actions").iter().all(|&n| n == 0.0));
     let stdout = String::from_utf8_lossy(&r.output.stdout);
     assert!(!stdout.contains("maps/"), "the engine printed: {stdout}");
-}
-
-/// Against PassiveAI the engine is deterministic, so a MicroRTS run is too, on 1 or 2 env threads.
-#[test]
-fn microrts_same_seed_same_metrics_with_one_or_two_env_threads() {
-    let args = ["--total-timesteps", "2048", "--torch-threads", "1", "--seed", "3"];
-    let a = run(BIN, &[&args[..], &["--env-threads", "1"]].concat());
-    let b = run(BIN, &[&args[..], &["--env-threads", "2"]].concat());
-    let c = run(BIN, &["--total-timesteps", "2048", "--torch-threads", "1", "--seed", "4"]);
-    common::assert_same_metrics(&a, &b, &c);
 }
 
 /// The mean return of the last 20 episodes.
@@ -100,25 +78,13 @@ fn last_20(episodes: &Table) -> f64 {
     last.iter().sum::<f64>() / last.len() as f64
 }
 
-/// Masking is what makes the task learnable: with it the agent harvests on nearly every step
-/// (the best return is 20), never sampling an invalid action; without it, at the same steps, it
-/// does not find a valid harvest. Settings for this small task (the blog's are for MicroRTS):
-/// lr 2.5e-3 annealed, ent_coef 0.001, 256k steps. Measured, seed 1: masked 5.4 / 14.0 / 17.3 /
-/// 18.4 at 33k / 66k / 98k / 131k steps and 18.7 at the end; unmasked 0 throughout.
+/// Masking makes the task learnable: with it the agent nearly always harvests (best return 20, 18.7 measured at
+/// seed 1), never sampling an invalid action; without it, 0. Settings for this small task: lr 2.5e-3, ent_coef
+/// 0.001, 256k steps.
 #[test]
 fn with_masking_the_agent_reaches_the_best_return_and_without_it_does_not() {
-    let steps = [
-        "--total-timesteps",
-        "262144",
-        "--learning-rate",
-        "2.5e-3",
-        "--ent-coef",
-        "0.001",
-        "--seed",
-        "1",
-        "--env-threads",
-        "1",
-    ];
+    let steps = ["--total-timesteps", "262144", "--learning-rate", "2.5e-3", "--ent-coef", "0.001", "--seed", "1"];
+    let steps = [&steps[..], &["--env-threads", "1"]].concat();
     let (masked, unmasked) = std::thread::scope(|s| {
         let masked = s.spawn(|| run(BIN, &[GRID, &steps].concat()));
         let unmasked = s.spawn(|| run(BIN, &[GRID, &steps, &["--invalid-action-masking", "false"]].concat()));

@@ -7,23 +7,20 @@ use common::{run, Run, Table};
 const BIN: &str = env!("CARGO_BIN_EXE_ppo_multilevel");
 const PARENT: &str = env!("CARGO_BIN_EXE_ppo_ressim");
 
-/// 3 levels, 10 envs, T = 20, 5, 5 and M = 40, 10, 10 (5 minibatches on every level), 4 iterations.
-const SMALL: &[&str] = &[
-    "--env-id",
-    "ResSim-case1",
-    "--num-envs",
-    "10",
-    "--num-iterations",
-    "4",
-    "--levels",
-    "15,30,61",
-    "--level-steps",
-    "20,5,5",
-    "--level-minibatch-size",
-    "40,10,10",
-];
-/// SMALL without its level lists, for cases that give their own.
+/// 10 envs, 4 iterations; with [`SMALL_LEVELS`], the small configuration.
 const SMALL_ENVS: &[&str] = &["--env-id", "ResSim-case1", "--num-envs", "10", "--num-iterations", "4"];
+/// 3 levels, T = 20, 5, 5 and M = 40, 10, 10 (5 minibatches on every level).
+const SMALL_LEVELS: [&str; 6] = levels("15,30,61", "20,5,5", "40,10,10");
+
+/// The level lists: grids, steps and minibatch sizes.
+const fn levels<'a>(grids: &'a str, steps: &'a str, minibatches: &'a str) -> [&'a str; 6] {
+    ["--levels", grids, "--level-steps", steps, "--level-minibatch-size", minibatches]
+}
+
+/// The small configuration with `more` flags.
+fn small<'a>(more: &[&'a str]) -> Vec<&'a str> {
+    [SMALL_ENVS, &SMALL_LEVELS, more].concat()
+}
 
 fn kl_and_ratio_columns(u: &Table) -> (Vec<String>, Vec<String>) {
     let cols = |suffix: &str| {
@@ -32,13 +29,12 @@ fn kl_and_ratio_columns(u: &Table) -> (Vec<String>, Vec<String>) {
     (cols("approx_kl"), cols("first_mb_max_ratio_dev"))
 }
 
-/// At epoch 0 / minibatch 0 the policy has not moved: ratio 1 and nothing clipped, for the main
-/// batches of every level and the sync batches; every KL estimate finite and modest.
+/// Ratio 1 and nothing clipped at the first minibatch, for the main batches of every level and the sync batches;
+/// every KL estimate finite and modest; recovery factors; each level's loss with its spread.
 #[test]
 fn ratio_is_one_for_main_and_sync_batches_and_kl_is_sane() {
-    let r = run(BIN, SMALL);
-    r.assert_ok();
-    let u = r.csv("updates.csv");
+    let r = run(BIN, &small(&[]));
+    let u = r.assert_ok().csv("updates.csv");
     assert_eq!(u.rows.len(), 4);
     let (kls, devs) = kl_and_ratio_columns(&u);
     for level in ["l1", "l2", "l2_sync", "l3", "l3_sync"] {
@@ -70,49 +66,26 @@ fn ratio_is_one_for_main_and_sync_batches_and_kl_is_sane() {
 }
 
 /// Aux 3 as the paper ran it (Ressim 3, SB3's rule; Multilevel 6): the update stops at the first minibatch whose main
-/// batch on any level has an approx_kl above 1.5 x target_kl, before its step. A stopped update took fewer steps
-/// than its epochs hold minibatches (it stopped inside its last epoch), and the last KL it logged is above the
-/// threshold; an update that ran all 20 epochs never saw one above it. CleanRL's rule (`--kl-rule cleanrl`)
-/// stops only at an epoch's end, on the finest main batch's last minibatch against target_kl itself.
+/// batch on any level has an approx_kl above 1.5 x target_kl, before its step; one that ran all 20 epochs never saw
+/// one. CleanRL's rule stops only at an epoch's end, on the finest main batch's KL against target_kl itself.
 #[test]
 fn target_kl_stops_the_epochs() {
-    let minibatches = 5.0; // SMALL's minibatches per epoch
-    let sb3 = run(BIN, &[SMALL, &["--target-kl", "0.005"]].concat());
-    let u = sb3.assert_ok().csv("updates.csv");
-    let (epochs, steps) = (u.col("debug/epochs"), u.col("debug/optimizer_steps"));
-    let main_kls: Vec<Vec<f64>> = ["l1", "l2", "l3"].iter().map(|l| u.col(&format!("losses/{l}_approx_kl"))).collect();
-    assert!(epochs.iter().any(|&e| e < 20.0), "never stopped early: {epochs:?}");
-    for (i, (&e, &s)) in epochs.iter().zip(&steps).enumerate() {
-        let kl = main_kls.iter().map(|kls| kls[i]).fold(f64::MIN, f64::max);
-        if s == 20.0 * minibatches {
-            assert!(kl <= 1.5 * 0.005, "update {i}: ran every epoch with a main batch's approx_kl {kl}");
-        } else {
-            assert!(kl > 1.5 * 0.005, "update {i}: stopped after {s} steps with approx_kl at most {kl}");
-            assert!((e - 1.0) * minibatches <= s && s < e * minibatches, "update {i}: {s} steps in {e} epochs");
-        }
-    }
-    let cleanrl = run(BIN, &[SMALL, &["--target-kl", "0.005", "--kl-rule", "cleanrl"]].concat());
-    let u = cleanrl.assert_ok().csv("updates.csv");
-    let (epochs, steps, kl) = (u.col("debug/epochs"), u.col("debug/optimizer_steps"), u.col("losses/approx_kl"));
-    assert!(epochs.iter().any(|&e| e < 20.0), "never stopped early: {epochs:?}");
-    for ((e, s), k) in epochs.iter().zip(&steps).zip(&kl) {
-        assert_eq!(*s, e * minibatches, "CleanRL's rule finishes the epoch");
-        assert!(*e == 20.0 || *k > 0.005, "stopped after {e} epochs with approx_kl {k}");
-    }
-    let off = run(BIN, &[SMALL, &["--target-kl", "inf"]].concat());
+    let minibatches = 5.0; // the small configuration's minibatches per epoch
+    let (main, finest) = (["losses/l1_approx_kl", "losses/l2_approx_kl", "losses/l3_approx_kl"], ["losses/approx_kl"]);
+    let sb3 = run(BIN, &small(&["--target-kl", "0.005"]));
+    common::assert_early_stops(&sb3.assert_ok().csv("updates.csv"), false, &main, 0.005, minibatches);
+    let cleanrl = run(BIN, &small(&["--target-kl", "0.005", "--kl-rule", "cleanrl"]));
+    common::assert_early_stops(&cleanrl.assert_ok().csv("updates.csv"), true, &finest, 0.005, minibatches);
+    let off = run(BIN, &small(&["--target-kl", "inf"]));
     let u = off.assert_ok().csv("updates.csv");
     assert!(u.col("debug/optimizer_steps").iter().all(|&s| s == 20.0 * minibatches));
 }
 
-/// Multilevel 3: each sync row is its main row's env at the same step, taking the same action. With two equal
-/// grids a sync env put in its main env's state is a copy of it, so every sync row equals its main row and
-/// L^2 = L(main) − L(sync) is 0 up to rounding in every minibatch (its mean and variance over the minibatches
-/// are logged); a sync row from another env, another step or with another action would leave a difference of
-/// the order of the level-1 loss's spread.
+/// Multilevel 3: each sync row is its main row's env at the same step, taking the same action: with two equal grids
+/// every sync row equals its main row, so L^2 = L(main) − L(sync) is 0 up to rounding in every minibatch.
 #[test]
 fn sync_rows_pair_with_main_rows() {
-    let levels = ["--levels", "30,30", "--level-steps", "5,5", "--level-minibatch-size", "10,10"];
-    let r = run(BIN, &[SMALL_ENVS, &levels].concat());
+    let r = run(BIN, &[SMALL_ENVS, &levels("30,30", "5,5", "10,10")].concat());
     let u = r.assert_ok().csv("updates.csv");
     assert_eq!(u.rows.len(), 4);
     let col = |name: &str| u.col(name);
@@ -125,10 +98,8 @@ fn sync_rows_pair_with_main_rows() {
     assert!(col("losses/l1_loss_var").iter().all(|&v| v > 1e-7), "{:?}", col("losses/l1_loss_var"));
 }
 
-/// The reference's invariant: with one level, multilevel PPO is plain PPO. `ppo_multilevel` with one level runs
-/// its parent, `ppo_ressim`, with the same settings: the same counts, every other value within rounding
-/// (`common::assert_close`; the returns are recovery factors, floats). At the paper's settings (a shared trunk,
-/// SB3's early stop), and with ppo_continuous's normalization, CleanRL's stop and the adaptive rate.
+/// The reference's invariant: with one level, `ppo_multilevel` runs its parent `ppo_ressim` (`common::assert_close`),
+/// at the paper's settings and with ppo_continuous's normalization, CleanRL's stop and the adaptive rate.
 #[test]
 fn one_level_is_its_parent() {
     let common = ["--env-id", "ResSim-case1", "--num-envs", "4", "--update-epochs", "3", "--seed", "3"];
@@ -139,27 +110,22 @@ fn one_level_is_its_parent() {
     for other in others {
         let parent = ["--num-steps", "10", "--num-minibatches", "2", "--total-timesteps", "200"];
         let parent = run(PARENT, &[&common[..], &parent, other].concat());
-        let one_level =
-            ["--levels", "61", "--level-steps", "10", "--level-minibatch-size", "20", "--num-iterations", "5"];
-        let multi = run(BIN, &[&common[..], &one_level, other].concat());
+        let multi = run(BIN, &[&common[..], &levels("61", "10", "20"), &["--num-iterations", "5"], other].concat());
         common::assert_runs_its_parent(&parent, &multi, 5, &format!("{other:?}"));
     }
 }
 
-/// Extra 1 under the MLMC loss: `--adaptive-lr` adapts the rate from the finest main batch's KL. With one
-/// minibatch per level and two epochs, the first adaptation sees the policy unmoved (KL 0, no change) and
-/// the second the logged `debug/adaptive_kl`: each update's rate is rsl_rl's rule applied to the previous
-/// one, starting from `--learning-rate`; the ratio == 1 check holds on every batch.
+/// Extra 1 under the MLMC loss: with one minibatch per level and two epochs, each update's rate is rsl_rl's rule
+/// applied to the previous one and the finest main batch's logged KL; it moves both ways; ratio == 1 on every batch.
 #[test]
 fn adaptive_lr_follows_the_rule_from_the_finest_main_batchs_kl() {
     let rule = |lr: f64, kl: f64| common::adapt_lr("rsl-rl", lr, kl, 0.01);
     let mut directions = std::collections::BTreeSet::new();
     for lr in ["1e-5", "1e-2"] {
-        let levels = ["--levels", "15,30,61", "--level-steps", "20,5,5", "--level-minibatch-size", "200,50,50"];
         // (no early stop: the paper's would end an update at 1e-2 before the rule sees its KL)
         let args = ["--adaptive-lr", "--update-epochs", "2", "--learning-rate", lr, "--num-iterations", "6"];
-        let args = [&args[..], &["--target-kl", "inf"]].concat();
-        let r = run(BIN, &[SMALL_ENVS, &levels, &args].concat());
+        let levels = levels("15,30,61", "20,5,5", "200,50,50");
+        let r = run(BIN, &[SMALL_ENVS, &levels, &args, &["--target-kl", "inf"]].concat());
         let u = r.assert_ok().csv("updates.csv");
         let (rates, kls) = (u.col("charts/learning_rate"), u.col("debug/adaptive_kl"));
         assert!(kls.iter().all(|k| k.is_finite() && *k >= 0.0), "{kls:?}");
@@ -180,102 +146,59 @@ fn adaptive_lr_follows_the_rule_from_the_finest_main_batchs_kl() {
 
 #[test]
 fn same_seed_same_metrics_on_cpu_for_any_thread_count() {
-    let a = run(BIN, &[SMALL, &["--seed", "5", "--env-threads", "1"]].concat());
-    let b = run(BIN, &[SMALL, &["--seed", "5", "--env-threads", "2"]].concat());
-    let c = run(BIN, &[SMALL, &["--seed", "6"]].concat());
-    let metrics = |r: &Run| (r.csv("updates.csv").without(common::TIMING_COLUMNS), r.csv("episodes.csv"));
-    common::assert_same_metrics(&a, &b, &c);
-    assert_eq!(metrics(&a), metrics(&b));
+    let a = run(BIN, &small(&["--seed", "5", "--env-threads", "1"]));
+    let b = run(BIN, &small(&["--seed", "5", "--env-threads", "2"]));
+    common::assert_same_metrics(&a, &b, &run(BIN, &small(&["--seed", "6"])));
 }
 
-/// Users' own reservoirs: a log-permeability field from a CSV file, or other generated fields by
-/// seed; each changes the run, and the file's path is in args.json.
+/// Users' own reservoirs: a log-permeability field from a CSV file, or other generated fields by seed; each changes
+/// the run, and the file's path is in args.json.
 #[test]
 fn own_permeability_field_from_a_file_or_a_seed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("temp dir");
     // a channel across the middle rows of the 61x61 grid, written as a user would
     let field = envs::ressim::perm::channel_field(61, 61, 5.5, -2.0, 0.2, 0.4, 0.4);
     let text: Vec<String> =
         field.chunks(61).map(|row| row.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",")).collect();
     let path = dir.path().join("my_reservoir.csv");
-    std::fs::write(&path, format!("# ln(k / mD)\n{}\n", text.join("\n"))).unwrap();
-    let path = path.to_str().unwrap();
-    let built_in = run(BIN, &[SMALL, &["--seed", "5"]].concat());
-    let from_file = run(BIN, &[SMALL, &["--seed", "5", "--perm-file", path]].concat());
-    let other_seed = run(BIN, &[SMALL, &["--seed", "5", "--perm-seed", "2"]].concat());
+    std::fs::write(&path, format!("# ln(k / mD)\n{}\n", text.join("\n"))).expect("write the field");
+    let path = path.to_str().expect("a UTF-8 path");
+    let built_in = run(BIN, &small(&["--seed", "5"]));
+    let from_file = run(BIN, &small(&["--seed", "5", "--perm-file", path]));
+    let other_seed = run(BIN, &small(&["--seed", "5", "--perm-seed", "2"]));
     let returns = |r: &Run| r.assert_ok().csv("episodes.csv").col("charts/episodic_return");
     assert_ne!(returns(&from_file), returns(&built_in));
     assert_ne!(returns(&other_seed), returns(&built_in));
-    let args = std::fs::read_to_string(from_file.dir().join("args.json")).unwrap();
-    assert!(args.contains("my_reservoir.csv"), "{args}");
+    let args = from_file.args();
+    assert!(args["perm_file"].as_str().is_some_and(|p| p.ends_with("my_reservoir.csv")), "{args}");
 }
 
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("temp dir");
     let short = dir.path().join("short.csv");
-    std::fs::write(&short, "-2.0,-2.0\n5.5,5.5\n").unwrap();
-    let short = short.to_str().unwrap();
+    std::fs::write(&short, "-2.0,-2.0\n5.5,5.5\n").expect("write the field");
+    let short = short.to_str().expect("a UTF-8 path");
+    let nonexistent = "permeability file /nonexistent/field.csv: cannot read it";
+    let with_levels = |grids, steps, minibatches| [SMALL_ENVS, &levels(grids, steps, minibatches)].concat();
     common::assert_bad_input(
         BIN,
         &[
-            (&[SMALL, &["--perm-file", short]].concat(), &[], "line 1 has 2 values; the grid is 61x61"),
-            (
-                &[SMALL, &["--perm-file", "/nonexistent/field.csv"]].concat(),
-                &[],
-                "permeability file /nonexistent/field.csv: cannot read it",
-            ),
-            (&[SMALL, &["--perm-file", short, "--perm-seed", "2"]].concat(), &[], "cannot be used with"),
-        ],
-    );
-    common::assert_bad_input(
-        BIN,
-        &[
+            (&small(&["--perm-file", short]), &[], "line 1 has 2 values; the grid is 61x61"),
+            (&small(&["--perm-file", "/nonexistent/field.csv"]), &[], nonexistent),
+            (&small(&["--perm-file", short, "--perm-seed", "2"]), &[], "cannot be used with"),
             (&["--levels", "30,15,61"], &[], "coarse to fine"),
             (&["--adaptive-lr-rule", "rsl"], &[], "'rsl' for '--adaptive-lr-rule"),
             (&["--desired-kl", "0"], &[], "'0' for '--desired-kl"),
-            (
-                &["--levels", "15,61", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10"],
-                &[],
-                "one value per level",
-            ),
-            (
-                &["--levels", "15,30,61", "--level-steps", "20,5", "--level-minibatch-size", "40,10,10"],
-                &[],
-                "one value per level",
-            ),
-            (
-                &["--levels", "15,30,61", "--level-steps", "20,5,5", "--level-minibatch-size", "40"],
-                &[],
-                "one value per level",
-            ),
-            (
-                &[
-                    SMALL_ENVS,
-                    &["--levels", "15,30,61", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10,5"],
-                ]
-                .concat(),
-                &[],
-                "same whole number of minibatches",
-            ),
+            (&levels("15,61", "20,5,5", "40,10"), &[], "one value per level"),
+            (&levels("15,30,61", "20,5", "40,10,10"), &[], "one value per level"),
+            (&levels("15,30,61", "20,5,5", "40"), &[], "one value per level"),
+            (&with_levels("15,30,61", "20,5,5", "40,10,5"), &[], "same whole number of minibatches"),
             (&["--env-id", "ResSim-v9"], &[], "unknown env id 'ResSim-v9'"),
-            (
-                &[
-                    SMALL_ENVS,
-                    &["--levels", "15,30,60", "--level-steps", "20,5,5", "--level-minibatch-size", "40,10,10"],
-                ]
-                .concat(),
-                &[],
-                "has no level with a 60x60 grid",
-            ),
-            (&[SMALL, &["--normalize"]].concat(), &[], "one level only"),
+            (&with_levels("15,30,60", "20,5,5", "40,10,10"), &[], "has no level with a 60x60 grid"),
+            (&small(&["--normalize"]), &[], "one level only"),
             (&["--env-id", "HalfCheetah-v4"], &[], "run it with ppo_continuous;"),
-            (
-                &[SMALL_ENVS, &["--levels", "15,30,61", "--level-steps", "1,1,1", "--level-minibatch-size", "1,1,1"]]
-                    .concat(),
-                &[],
-                "--norm-adv",
-            ),
+            (&with_levels("15,30,61", "1,1,1", "1,1,1"), &[], "--norm-adv"),
         ],
     );
     // one bad value per numeric flag, at or past its edge: the error names the flag and the value

@@ -2,7 +2,7 @@
 //! settings, both kinds of noise, the report's KL-adaptive learning rate, and bad input.
 
 mod common;
-use common::{assert_bad_input, assert_ratio_one_and_small_kl, run, Run, Table, TIMING_COLUMNS};
+use common::{assert_bad_input, run, Run, Table, TIMING_COLUMNS};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ppo_noisy");
 
@@ -10,35 +10,21 @@ fn metrics(r: &Run) -> (Table, Table) {
     (r.csv("updates.csv").without(&[TIMING_COLUMNS, &["debug/adaptive_kl"]].concat()), r.csv("episodes.csv"))
 }
 
-fn assert_ratio_one(r: &Run) {
-    let u = r.csv("updates.csv");
-    assert_ratio_one_and_small_kl(
-        &u,
-        "debug/first_mb_max_ratio_dev",
-        "debug/first_mb_clipfrac",
-        "losses/approx_kl",
-        50,
-    );
-}
-
-/// Every noise setting, factorised and independent: at each update's first minibatch the ratio is 1
-/// and nothing is clipped, the KL stays small. This holds only because each sample is evaluated under
-/// the noise its action was chosen with: a layer that drew new noise at every forward pass (as the one
-/// public PPO example does) moves the ratio off 1 before any step. The noise changes the run (a
-/// setting's metrics differ from `--noisy none`'s), and the same seed repeats it.
+/// Every noise setting, factorised and independent, keeps ratio == 1 and a small KL (each sample is evaluated
+/// under the noise that chose its action; noise drawn at every forward pass would move the ratio), changes the
+/// run from `--noisy none`'s, and repeats with the same seed.
 #[test]
 fn every_noise_setting_keeps_ratio_one_and_repeats() {
     let args = ["--total-timesteps", "4096"];
     let none = run(BIN, &[&args[..], &["--noisy", "none"]].concat());
-    none.assert_ok();
     for noisy in ["policy", "value", "both"] {
         for kind in [&[][..], &["--independent-noise"]] {
             let given = [&args[..], &["--noisy", noisy], kind].concat();
             let r = run(BIN, &given);
-            r.assert_ok();
-            assert_eq!(r.csv("updates.csv").rows.len(), 8, "{given:?}");
-            assert_ratio_one(&r);
-            assert_ne!(metrics(&r).0, metrics(&none).0, "{given:?}: the noise changes nothing");
+            let updates = r.assert_ok().csv("updates.csv");
+            assert_eq!(updates.rows.len(), 8, "{given:?}");
+            common::assert_ratio_one(&updates, 50);
+            assert_ne!(metrics(&r).0, metrics(none.assert_ok()).0, "{given:?}: the noise changes nothing");
             if noisy == "both" {
                 assert_eq!(metrics(&r), metrics(&run(BIN, &given)), "{given:?}: same seed, other metrics");
             }
@@ -53,24 +39,21 @@ fn without_noise_it_is_ppo() {
     let args = ["--total-timesteps", "2048", "--seed", "3"];
     let noisy = run(BIN, &[&args[..], &["--noisy", "none"]].concat());
     let ppo = run(env!("CARGO_BIN_EXE_ppo"), &args);
-    noisy.assert_ok();
-    ppo.assert_ok();
-    let ((a, a_episodes), (b, b_episodes)) = (metrics(&noisy), metrics(&ppo));
+    let ((a, a_episodes), (b, b_episodes)) = (metrics(noisy.assert_ok()), metrics(ppo.assert_ok()));
     assert_eq!(a_episodes, b_episodes, "the episodes");
     eprintln!("largest difference {:.1e} of a column's scale", common::assert_close(&a, &b, 1e-3, "--noisy none"));
 }
 
-/// Extra 2: `--reward-scale` scales the rewards PPO learns from, not the episodes it logs: the first rollout (the
-/// policy not yet updated) ends the same episodes with the same returns, the value loss shrinks with the returns,
-/// and the ratio stays 1; `--reward-scale 1` is the default's run.
+/// Extra 2: `--reward-scale` scales what PPO learns from, not the episodes it logs (the first rollout's are the
+/// same), the value loss shrinks with it, ratio == 1 holds; `--reward-scale 1` is the default's run.
 #[test]
 fn reward_scale_scales_what_is_learned_not_what_is_logged() {
     let args = ["--total-timesteps", "1024", "--noisy", "none", "--seed", "3"];
     let plain = run(BIN, &args);
     let one = run(BIN, &[&args[..], &["--reward-scale", "1"]].concat());
     let scaled = run(BIN, &[&args[..], &["--reward-scale", "0.005"]].concat());
-    assert_eq!(metrics(&plain.assert_ok()), metrics(&one.assert_ok()));
-    assert_ratio_one(&scaled.assert_ok());
+    assert_eq!(metrics(plain.assert_ok()), metrics(one.assert_ok()));
+    common::assert_ratio_one(&scaled.assert_ok().csv("updates.csv"), 50);
     let first_update = |r: &Run| -> Vec<Vec<String>> {
         let episodes = r.csv("episodes.csv");
         episodes.rows.into_iter().filter(|row| row[0].parse::<f64>().is_ok_and(|step| step <= 512.0)).collect()
@@ -82,14 +65,12 @@ fn reward_scale_scales_what_is_learned_not_what_is_logged() {
     assert!(ratio < 0.05, "the value loss with rewards x 0.005: {ratio} of the unscaled one");
 }
 
-/// Each setting learns: CartPole-v1's return over the last 20 episodes of a 60k-step run is well above
-/// a random policy's (about 22).
+/// Each setting learns: a 60k-step run's last 20 episodes on CartPole-v1 average well above a random policy's (22).
 #[test]
 fn every_noise_setting_learns_cartpole() {
     for noisy in ["none", "policy", "value", "both"] {
         let r = run(BIN, &["--total-timesteps", "61440", "--noisy", noisy, "--learning-rate", "1e-3"]);
-        r.assert_ok();
-        let returns = r.csv("episodes.csv").col("charts/episodic_return");
+        let returns = r.assert_ok().csv("episodes.csv").col("charts/episodic_return");
         let last: f64 = returns.iter().rev().take(20).sum::<f64>() / 20.0;
         assert!(last > 100.0, "--noisy {noisy}: last 20 episodes' mean return {last}");
     }
@@ -109,11 +90,9 @@ fn save_model_evaluates_the_mean_weights() {
     assert_eq!(r.csv("eval.csv").col("eval/episodic_return").len(), 10);
 }
 
-/// The report's rule (3.6) on the values each update logged: the rate after an update (logged with it,
-/// as ppo_continuous logs its rate) is the one before doubled when the update's KL was below
-/// desired / 1.5, halved above 1.5 x desired, kept between, within [1e-5, 1e-2]. A large rate and
-/// many epochs push the KL above the band, a small one keeps it below: the rate moves both ways; the
-/// ratio == 1 check holds.
+/// The report's rule (3.6) on the values each update logged: the rate logged with an update is the rule applied
+/// to the one before and the update's KL; a large rate with many epochs and a small one move it both ways;
+/// ratio == 1 holds.
 #[test]
 fn adaptive_lr_follows_the_reports_rule() {
     // the reference that ppo_continuous's and ppo_multilevel's `--adaptive-lr-rule tum` runs are held to too
@@ -121,16 +100,8 @@ fn adaptive_lr_follows_the_reports_rule() {
     let mut directions = std::collections::BTreeSet::new();
     for (lr, epochs) in [("1e-2", "10"), ("1e-5", "1")] {
         let args = ["--adaptive-lr", "--learning-rate", lr, "--update-epochs", epochs, "--total-timesteps", "8192"];
-        let r = run(BIN, &args);
-        r.assert_ok();
-        let u = r.csv("updates.csv");
-        // ratio 1 at every first minibatch (the large rate's KL is meant to pass the band: not checked small)
-        assert!(
-            u.col("debug/first_mb_max_ratio_dev").iter().all(|&d| d <= 1e-5),
-            "{:?}",
-            u.col("debug/first_mb_max_ratio_dev")
-        );
-        assert!(u.col("debug/first_mb_clipfrac").iter().all(|&c| c == 0.0));
+        let u = run(BIN, &args).assert_ok().csv("updates.csv");
+        common::assert_ratio_one(&u, 0); // the large rate's KL is meant to pass the band: not checked small
         let (rates, kls) = (u.col("charts/learning_rate"), u.col("debug/adaptive_kl"));
         assert!(kls.iter().all(|k| k.is_finite() && *k >= 0.0), "{kls:?}");
         let before = [&[lr.parse::<f64>().expect("a rate")][..], &rates].concat();
@@ -143,10 +114,8 @@ fn adaptive_lr_follows_the_reports_rule() {
     assert!(directions.contains(&std::cmp::Ordering::Less), "the rate never went down");
 }
 
-/// The reference every binary's Extra 1 is held to (`common::adapt_lr`), on the cases `tests/unit/ppo_noisy.rs`
-/// holds ppo_noisy's own rule to: both directions, the band's edges, the bounds in the direction the rate moves,
-/// and a rate given above the bound (0.05) kept while the KL is in the band (the band table ppo_noisy had until
-/// 2026-11-28 clamped it to 1e-2 there, where ppo_continuous kept it); rsl_rl's rule on its own edges.
+/// The reference every binary's Extra 1 is held to (`common::adapt_lr`): the TUM rule on the hand-worked cases
+/// `tests/unit/ppo_noisy.rs` holds ppo_noisy's own rule to, and rsl_rl's on its edges, floor and cap.
 #[test]
 fn the_rules_hand_worked_cases() {
     let tum = |lr, kl| common::adapt_lr("tum", lr, kl, 0.01);
@@ -159,7 +128,7 @@ fn the_rules_hand_worked_cases() {
         (rsl(1e-3, 0.021), rsl(1e-3, 0.02), rsl(1e-3, 0.0049), rsl(1e-3, 0.0)),
         (1e-3 / 1.5, 1e-3, 1.5e-3, 1e-3)
     );
-    assert_eq!((rsl(0.05, 0.01), rsl(9e-3, 0.001)), (0.05, 1e-2));
+    assert_eq!((rsl(0.05, 0.01), rsl(9e-3, 0.001), rsl(1.2e-5, 1.0)), (0.05, 1e-2, 1e-5));
 }
 
 #[test]

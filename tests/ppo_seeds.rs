@@ -2,7 +2,8 @@
 //! ratio == 1 and its own trajectory, the logs, the saved models, `--resume`, bad input, and learning.
 
 mod common;
-use common::{assert_bad_input, assert_ratio_one_and_small_kl, run, Run, Table, TIMING_COLUMNS};
+use common::{assert_bad_input, run, Run, Table, TIMING_COLUMNS};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ppo_seeds");
@@ -26,14 +27,12 @@ fn metrics(r: &Run, seed: Option<f64>) -> (Table, Table) {
     }
 }
 
-/// Two computations of one run, `ppo_seeds --num-seeds 1` and `ppo`: batched products against plain ones, which MKL
-/// may round apart on another processor. Each update's values within this of the column's scale. Measured over
-/// 8 updates: 0 on an Intel Xeon, 3.0e-5 and 3.1e-5 on two AMD EPYCs (docs/tests.md).
+/// `ppo_seeds --num-seeds 1` against `ppo`, batched products against plain ones: each value within this of its
+/// column's scale (measured over 8 updates: 0 on an Intel Xeon, 3.1e-5 at most on AMD EPYCs, docs/tests.md).
 const ONE_SEED_TOLERANCE: f64 = 1e-3;
 
-/// `--num-seeds 1` is `ppo`: the same episodes, the same counts, and the same update values within rounding, both on
-/// one libtorch thread. With `--target-kl` only the first update: past it a KL on either side of the threshold
-/// would part the runs.
+/// `--num-seeds 1` is `ppo`: the same episodes and counts, every other value within rounding, on one libtorch
+/// thread each; with `--target-kl` one update only (past it a KL near the threshold would part the runs).
 #[test]
 fn one_seed_is_ppo() {
     for (steps, envs, extra) in [("8192", "8", &[][..]), ("1024", "8", &["--target-kl", "0.005"]), ("512", "4", &[])] {
@@ -48,19 +47,10 @@ fn one_seed_is_ppo() {
     }
 }
 
-/// Seed k's networks start as `ppo --seed k`'s (every initial weight, bit for bit, on the same libtorch
-/// threads: with two, the orthogonal init's QR rounds its last bits otherwise) and its envs as
-/// `ppo --seed k`'s (the first observations), read from the parity trace of both binaries.
+/// Seed k's networks (every initial weight, on one libtorch thread each) and envs (the first observations) start
+/// as `ppo --seed k`'s, read from both binaries' parity traces.
 #[test]
 fn each_seed_starts_where_ppo_with_its_seed_starts() {
-    let traced = |bin: &str, args: &[&str]| {
-        let work = tempfile::tempdir().expect("temp dir");
-        let file = work.path().join("trace.safetensors");
-        let r = common::run_with_env(bin, args, &[("PPO_TRACE", file.to_str().expect("utf-8"))]);
-        r.assert_ok();
-        let tensors = tch::Tensor::read_safetensors(&file).expect("the trace");
-        tensors.into_iter().collect::<std::collections::BTreeMap<String, tch::Tensor>>()
-    };
     let seeds = traced(BIN, &["--num-seeds", "3", "--seed", "5", "--total-timesteps", "512", "--torch-threads", "1"]);
     for k in 0..3 {
         let seed = (5 + k).to_string();
@@ -78,25 +68,13 @@ fn each_seed_starts_where_ppo_with_its_seed_starts() {
     }
 }
 
-/// Seeds 3, proven: each seed's update is its own. One update of two seeds is traced (PPO_TRACE: initial weights,
-/// rollout, minibatch orders, weights after) and replayed seed by seed by `one_seed_update` below, a plain one-seed
-/// PPO update (ppo's arithmetic, unbatched) on that seed's rows alone. Each seed lands on the weights the
-/// replay gives it, and seed 1 (the trace's logged seed) logs the replay's values, within float rounding (the
-/// batched products round otherwise: measured, a parameter's change off by 2.6e-6 of its norm and a logged value
-/// by 0.004 of its bound, on the 2-core Intel Xeon (AVX-512) of 2026-11-29; the test allows 1e-4 of the
-/// norm, and for a logged value parity's bound, 1e-3 relative plus 5e-6). What mixing seeds does to it, planted once
-/// each that day (not committed): one advantage normalization over all seeds moves a parameter's change by 0.11
-/// of its norm; one permutation for all seeds draws 4 orders, not 8 (no `order.4`); one gradient norm over all
-/// seeds, 0.18; Adam's second moment shared across seeds, 0.13; the loss's mean over the seeds, not their sum,
-/// logs half the gradient norm (3.61 against 7.22).
+/// Seeds 3: each seed's update is its own. One traced update of two seeds (PPO_TRACE) replayed seed by seed by
+/// `one_seed_update`, ppo's arithmetic on that seed's rows alone: each seed lands on the replay's weights within 1e-4
+/// of a change's norm (2.6e-6 measured; mixed seeds, 0.11 or more) and logs its values within parity's bound.
 #[test]
 fn each_seeds_update_is_its_own() {
-    let work = tempfile::tempdir().expect("temp dir");
-    let file = work.path().join("trace.safetensors");
     let args = ["--num-seeds", "2", "--seed", "1", "--total-timesteps", "512", "--torch-threads", "1"];
-    common::run_with_env(BIN, &args, &[("PPO_TRACE", file.to_str().expect("utf-8"))]).assert_ok();
-    let trace: std::collections::BTreeMap<String, tch::Tensor> =
-        tch::Tensor::read_safetensors(&file).expect("the trace").into_iter().collect();
+    let trace = traced(BIN, &args);
     let (mut worst, mut worst_logged) = (0f64, 0f64);
     for k in 0..2 {
         let (after, logged) = one_seed_update(&trace, k, 2);
@@ -116,14 +94,27 @@ fn each_seeds_update_is_its_own() {
     println!("the worst: a parameter's change {worst:e} of its norm off, a logged value {worst_logged:e} of its bound");
 }
 
+/// The tensors of a safetensors file, by name.
+fn tensors(path: &Path) -> BTreeMap<String, tch::Tensor> {
+    tch::Tensor::read_safetensors(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).into_iter().collect()
+}
+
+/// The tensors of the trace (PPO_TRACE) of a run of `bin`.
+fn traced(bin: &str, args: &[&str]) -> BTreeMap<String, tch::Tensor> {
+    let work = tempfile::tempdir().expect("temp dir");
+    let file = work.path().join("trace.safetensors");
+    common::run_with_env(bin, args, &[("PPO_TRACE", file.to_str().expect("utf-8"))]).assert_ok();
+    tensors(&file)
+}
+
 /// One seed's first update as `ppo` makes it, written out plainly for [`each_seeds_update_is_its_own`]: seed `k`'s
 /// initial weights, rows, envs and minibatch orders from a trace of `seeds` seeds (4 envs each, 128 steps, ppo's
 /// defaults); the weights after, and the last minibatch's logged values.
 fn one_seed_update(
-    trace: &std::collections::BTreeMap<String, tch::Tensor>,
+    trace: &BTreeMap<String, tch::Tensor>,
     k: i64,
     seeds: i64,
-) -> (std::collections::BTreeMap<String, tch::Tensor>, Vec<(&'static str, f64)>) {
+) -> (BTreeMap<String, tch::Tensor>, Vec<(&'static str, f64)>) {
     use tch::{nn, nn::Module, Kind, Tensor};
     let (envs, steps, batch, minibatch) = (4i64, 128i64, 512i64, 128i64);
     let vs = nn::VarStore::new(tch::Device::Cpu);
@@ -215,10 +206,8 @@ fn one_seed_update(
     (vs.variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect(), logged)
 }
 
-/// Four seeds: every seed's every update starts with ratio == 1 and no clipping; each seed has its
-/// rows (iteration by iteration) and its own trajectory (no two seeds' metrics alike); each seed's
-/// TensorBoard events in `seed_<k>/` hold its rows and episodes; the same seed repeats the run, and
-/// another changes it.
+/// Four seeds: each keeps ratio == 1, has its rows, its own trajectory and its TensorBoard events in `seed_<k>/`;
+/// the same seed repeats the run, another changes it.
 #[test]
 fn every_seed_keeps_ratio_one_and_its_own_trajectory() {
     let args = ["--num-seeds", "4", "--total-timesteps", "4096"];
@@ -232,13 +221,7 @@ fn every_seed_keeps_ratio_one_and_its_own_trajectory() {
         assert_eq!(u.col("iteration"), (1..=8).map(f64::from).collect::<Vec<_>>(), "seed {seed}");
         assert!(u.col("global_step").iter().zip(1..).all(|(s, i)| *s == 512.0 * i as f64), "seed {seed}");
         assert!(e.rows.len() > 50, "seed {seed}: {} episodes", e.rows.len());
-        assert_ratio_one_and_small_kl(
-            &u,
-            "debug/first_mb_max_ratio_dev",
-            "debug/first_mb_clipfrac",
-            "losses/approx_kl",
-            8,
-        );
+        common::assert_ratio_one(&u, 8);
         let trajectory = (u.without(TIMING_COLUMNS).without(&["charts/SPS"]), e);
         assert!(!seen.contains(&trajectory), "seed {seed}'s metrics are another seed's");
         seen.push(trajectory);
@@ -269,67 +252,43 @@ fn assert_seed_events(dir: &Path, seed: f64) {
     common::assert_tensorboard_matches_dir(work.path());
 }
 
-/// `--resume` continues every seed: a run of two updates resumed to four has each seed's rows 1 to 4,
-/// ratio == 1 at each, the events of each seed rebuilt to match, and two resumes from one checkpoint agree.
+/// `--resume` continues every seed: two updates resumed to four give each seed rows 1 to 4 with ratio == 1 and its
+/// events rebuilt; two resumes from one checkpoint agree; the seeds cannot change under a run.
 #[test]
 fn a_resume_continues_every_seed() {
-    let run_in = |dir: &Path, args: &[&str]| {
-        let out = std::process::Command::new(BIN).args(["--cuda", "false"]).args(args).current_dir(dir).output();
-        let out = out.expect("ppo_seeds starts");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    };
     let work = tempfile::tempdir().expect("temp dir");
-    run_in(work.path(), &["--num-seeds", "3", "--num-steps", "32", "--total-timesteps", "256"]);
-    let dir = std::fs::read_dir(work.path().join("runs")).expect("runs").next().expect("a run").expect("entry").path();
+    let run_in = |args: &[&str]| common::assert_success(&common::run_in(work.path(), BIN, args));
+    run_in(&["--num-seeds", "3", "--num-steps", "32", "--total-timesteps", "256"]);
+    let dir = common::run_dir(work.path());
     let copy = work.path().join("copy");
     common::copy_dir(&dir, &copy);
     for d in [&dir, &copy] {
-        run_in(work.path(), &["--resume", d.to_str().expect("utf-8"), "--total-timesteps", "512"]);
+        run_in(&["--resume", d.to_str().expect("utf-8"), "--total-timesteps", "512"]);
     }
     let updates = Table::read(&dir.join("updates.csv"));
     for seed in [1.0, 2.0, 3.0] {
         let u = of_seed(&updates, seed);
         assert_eq!(u.col("iteration"), [1.0, 2.0, 3.0, 4.0], "seed {seed}");
-        assert_ratio_one_and_small_kl(
-            &u,
-            "debug/first_mb_max_ratio_dev",
-            "debug/first_mb_clipfrac",
-            "losses/approx_kl",
-            4,
-        );
+        common::assert_ratio_one(&u, 4);
         assert_seed_events(&dir, seed);
     }
-    let resumed = |d: &Path| {
-        (
-            Table::read(&d.join("updates.csv")).without(TIMING_COLUMNS).without(&["charts/SPS"]),
-            Table::read(&d.join("episodes.csv")),
-        )
-    };
+    let resumed =
+        |d: &Path| (Table::read(&d.join("updates.csv")).without(TIMING_COLUMNS), Table::read(&d.join("episodes.csv")));
     assert_eq!(resumed(&dir), resumed(&copy), "two resumes from one checkpoint differ");
-    // the seeds cannot change under a run
-    let out = std::process::Command::new(BIN)
-        .args(["--cuda", "false", "--resume", dir.to_str().expect("utf-8"), "--num-seeds", "2"])
-        .current_dir(work.path())
-        .output()
-        .expect("starts");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--num-seeds") && stderr.trim_end().lines().count() == 1, "{stderr}");
+    let other = common::run_in(work.path(), BIN, &["--resume", dir.to_str().expect("utf-8"), "--num-seeds", "2"]);
+    common::assert_one_line(&other, 2, "--num-seeds", "--resume with --num-seeds 2");
 }
 
-/// `--save-model`: the stacked model, and each seed's alone with `ppo`'s names and shapes (it loads
-/// into `ppo`'s Agent), equal to its row of the stacked one; eval.csv plays 10 episodes per seed.
+/// `--save-model`: the stacked model, and each seed's alone with `ppo`'s names and shapes, equal to its row of the
+/// stacked one; eval.csv plays 10 episodes per seed.
 #[test]
 fn each_seeds_model_is_a_ppo_model() {
     let r = run(BIN, &["--num-seeds", "2", "--seed", "4", "--total-timesteps", "1024", "--save-model"]);
     let ppo = run(PPO, &["--total-timesteps", "512", "--save-model"]);
-    let read = |path: std::path::PathBuf| -> std::collections::BTreeMap<String, tch::Tensor> {
-        tch::Tensor::read_safetensors(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).into_iter().collect()
-    };
-    let stacked = read(r.assert_ok().dir().join("ppo_seeds.safetensors"));
-    let theirs = read(ppo.assert_ok().dir().join("ppo.safetensors"));
+    let stacked = tensors(&r.assert_ok().dir().join("ppo_seeds.safetensors"));
+    let theirs = tensors(&ppo.assert_ok().dir().join("ppo.safetensors"));
     for (k, seed) in [4, 5].into_iter().enumerate() {
-        let alone = read(r.dir().join(format!("ppo_seeds_seed{seed}.safetensors")));
+        let alone = tensors(&r.dir().join(format!("ppo_seeds_seed{seed}.safetensors")));
         assert_eq!(alone.keys().collect::<Vec<_>>(), theirs.keys().collect::<Vec<_>>());
         for (name, t) in &alone {
             assert_eq!(t.size(), theirs[name].size(), "{name}");
@@ -340,11 +299,8 @@ fn each_seeds_model_is_a_ppo_model() {
     assert_eq!(eval.col("seed"), [vec![4.0; 10], vec![5.0; 10]].concat());
 }
 
-/// Seeds 3 with `--target-kl`: a seed that stops logs where it stopped, as `ppo` logs the minibatch its update
-/// stopped at. At a target between the two seeds' first-epoch KLs (seed 1's 1.1e-5, seed 2's 2.9e-5, measured),
-/// seed 2 stops after its first epoch: its row (losses, KLs, clip fraction, gradient norm) is then the row of a
-/// one-epoch update, while seed 1, which goes on, logs its second epoch's values (so the comparison can fail:
-/// logging every seed's last minibatch, as before, gave seed 2 its second epoch's too).
+/// Seeds 3 with `--target-kl`: a seed that stops logs where it stopped. At a target between the seeds' first-epoch
+/// KLs (1.1e-5 and 2.9e-5), seed 2's row is a one-epoch update's; seed 1, which goes on, logs a later epoch's.
 #[test]
 fn a_stopped_seed_logs_where_it_stopped() {
     let args = ["--num-seeds", "2", "--total-timesteps", "512", "--target-kl", "0.00002"];
@@ -355,12 +311,9 @@ fn a_stopped_seed_logs_where_it_stopped() {
     assert_ne!(updates(&four, 1.0), updates(&one, 1.0), "seed 1 went on past its first epoch");
 }
 
-/// Seeds 5: a seed whose loss goes non-finite stops alone. `ENVS_NAN_REWARD=5:200` (a testing aid of `envs::make`)
-/// gives the env seeded 5, seed 2's fourth, a NaN reward at its 200th step (in update 2): seed 2 stops at update 2,
-/// with a line on stderr, its column `debug/nonfinite_at_update` 2 from then on, its weights those after update 1
-/// (the model of a one-update run) and its Adam step count that of one update; seed 1's metrics are those of the run
-/// where nothing failed, to the bit; the run ends with exit code 1 once seed 1 finished and both were saved; and a
-/// `--resume` keeps seed 2 stopped.
+/// Seeds 5: a seed whose loss goes non-finite stops alone. `ENVS_NAN_REWARD=5:200` gives seed 2 a NaN reward in
+/// update 2: it stops there with a line, `debug/nonfinite_at_update` 2 from then on, its weights and Adam steps
+/// those after update 1; seed 1's metrics are the clean run's, to the bit; exit code 1; a `--resume` keeps it stopped.
 #[test]
 fn a_non_finite_seed_stops_alone() {
     let args = |steps: &'static str| ["--num-seeds", "2", "--seed", "1", "--save-model", "--total-timesteps", steps];
@@ -378,10 +331,7 @@ fn a_non_finite_seed_stops_alone() {
     assert_eq!(of_seed(&updates, 1.0).col("debug/nonfinite_at_update"), [0.0; 4]);
     // seed 2's weights and Adam steps: those after update 1 (which the NaN, in update 2, left as they were)
     let one = run(BIN, &args("512"));
-    let read = |dir: &Path| -> std::collections::BTreeMap<String, tch::Tensor> {
-        let path = dir.join("ppo_seeds_seed2.safetensors");
-        tch::Tensor::read_safetensors(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).into_iter().collect()
-    };
+    let read = |dir: &Path| tensors(&dir.join("ppo_seeds_seed2.safetensors"));
     let after_one = read(&one.assert_ok().dir());
     let frozen_as_after_one = |dir: &Path| {
         let frozen = read(dir);
@@ -399,19 +349,19 @@ fn a_non_finite_seed_stops_alone() {
     let three = common::run_with_env(BIN, &args("1536"), &nan);
     assert_eq!(three.output.status.code(), Some(1), "{}", three.stderr());
     let dir = three.dir();
-    let resumed = std::process::Command::new(BIN)
-        .args(["--cuda", "false", "--total-timesteps", "2048", "--resume", dir.to_str().expect("utf-8")])
-        .current_dir(three.workdir.path())
-        .output()
-        .expect("ppo_seeds starts");
+    let resumed = common::run_in(
+        three.workdir.path(),
+        BIN,
+        &["--total-timesteps", "2048", "--resume", dir.to_str().expect("utf-8")],
+    );
     assert_eq!(resumed.status.code(), Some(1), "{}", String::from_utf8_lossy(&resumed.stderr));
     let updates = Table::read(&dir.join("updates.csv"));
     assert_eq!(of_seed(&updates, 2.0).col("debug/nonfinite_at_update"), [0.0, 2.0, 2.0, 2.0]);
     assert!(frozen_as_after_one(&dir), "seed 2's weights moved after a resume");
 }
 
-/// Seeds 5: once every seed has stopped non-finite the run ends at that update, exit code 1, with the last line
-/// saying so (a rate of 1e30 ends every seed's loss in the first updates).
+/// Seeds 5: once every seed has stopped non-finite (a rate of 1e30) the run ends at that update, exit code 1, its
+/// last line saying so.
 #[test]
 fn the_run_ends_when_no_seed_is_left() {
     let r = run(BIN, &["--num-seeds", "2", "--learning-rate", "1e30", "--total-timesteps", "20480"]);
@@ -445,8 +395,8 @@ fn bad_input_is_one_line_exit_2() {
     assert_bad_input(BIN, common::SHARED_FLAG_EDGES);
 }
 
-/// Seeds are whole numbers, written as such: two seeds near 2^64 (which an f64 cannot tell apart) have rows of
-/// their own in updates.csv and episodes.csv, each with its seed's digits; `plot` reads them.
+/// Two seeds near 2^64 (one f64 to each other) have rows of their own in both CSVs, with their digits; `plot` reads
+/// them.
 #[test]
 fn seeds_near_2_to_the_64_are_written_exactly() {
     let (first, second) = ("18446744069414584318", "18446744069414584319"); // the largest two --seed takes
@@ -465,9 +415,8 @@ fn seeds_near_2_to_the_64_are_written_exactly() {
     assert!(plot.status.success() && png.exists(), "{}", String::from_utf8_lossy(&plot.stderr));
 }
 
-/// Seeds learn as separate `ppo` runs do: four seeds for 60k steps each, beside `ppo --seed 1..4`: each
-/// side's mean return over its last 20 episodes, averaged over the seeds, well above a random policy's
-/// (about 22), and the two averages within the spread of `ppo`'s four runs.
+/// Four seeds for 60k steps learn as `ppo --seed 1..4` do: each side's last-20 mean, averaged over the seeds, is
+/// well above a random policy's (22), and ours within the spread of `ppo`'s four runs.
 #[test]
 fn the_seeds_learn_as_separate_ppo_runs_do() {
     let steps = ["--total-timesteps", "61440"];

@@ -1,20 +1,9 @@
 //! Every number README.md and docs/*.md state about a binary's lines or a diff's size is computed here from the
-//! files:
-//!
-//! - the README's variants table: "lines (diff)" is `wc -l` of `src/bin/<binary>.rs` and, for a variant, the size of
-//!   `diffs/<binary>.diff` ("planned" for a binary whose file does not exist yet); "diff parent" is
-//!   `diffs/family.txt`'s;
-//! - the regions between `<!-- lines:begin -->` and `<!-- lines:end -->` (docs/reading.md): the table of lines and
-//!   diff sizes, ours beside CleanRL's and the blog's, whose figures `docs/reference_diffs.csv` records
-//!   (`scripts/reference-diffs`; with `REFERENCE_DIR` set, a test reruns it); between `<!-- family:begin -->` and
-//!   `<!-- family:end -->`: the family tree of `diffs/family.txt`.
-//!
-//! A diff's size is its changed lines on both sides: the lines that start with `+` or `-`, the `+++`/`---` file
-//! headers aside, blank ones (nothing but whitespace after the sign) not counted. `scripts/changed-lines` counts the
-//! same way, and a test checks that the two agree.
-//!
-//! `scripts/update-details` runs this with `UPDATE_DOCS=1`, which rewrites the figures and the regions instead of
-//! failing.
+//! files: the README's variants table ("lines (diff)": `wc -l` of `src/bin/<binary>.rs` and the size of
+//! `diffs/<binary>.diff`; "diff parent": `diffs/family.txt`'s), and the generated regions `<!-- lines:begin -->`
+//! (ours beside CleanRL's and the blog's, from `docs/reference_diffs.csv`) and `<!-- family:begin -->` (the tree).
+//! A diff's size is its changed lines on both sides, headers and blank ones aside, as `scripts/changed-lines` counts.
+//! `scripts/update-details` runs this with `UPDATE_DOCS=1`, which rewrites the figures instead of failing.
 
 mod common;
 
@@ -210,10 +199,7 @@ fn variants_table_figures_are_current() {
     let (start, end) = variants_table(&lines);
     let header = cells(lines[start]);
     let col = |name: &str| {
-        header
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("README's variants table has no `{name}` column"))
+        header.iter().position(|h| h == name).unwrap_or_else(|| panic!("README's variants table: no `{name}`"))
     };
     let (bin_col, lines_col, parent_col) = (col("binary"), col("lines (diff)"), col("diff parent"));
 

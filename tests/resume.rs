@@ -1,18 +1,14 @@
-//! Checkpoints and `--resume`, every binary end to end: a run killed midway continues from its
-//! checkpoint with no row lost or repeated; resuming twice from one checkpoint gives the same
-//! metrics; bad checkpoints, other runs and conflicting flags are one line, exit code 2, nothing
-//! written.
+//! Checkpoints and `--resume`, every binary end to end: a run killed midway continues from its checkpoint with no
+//! row lost or repeated; two resumes from one checkpoint agree; bad resumes are one line, exit code 2, nothing written.
 
 mod common;
-use common::{Table, TIMING_COLUMNS};
+use common::{assert_success as ok, run_dir, run_in, Table, TIMING_COLUMNS};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 const PPO: &str = env!("CARGO_BIN_EXE_ppo");
 
-/// Every binary with a configuration of two short updates (`--total-timesteps` of two; four are the
-/// extension), the flag that sets the run's length and its columns for the ratio == 1 check.
+/// A binary with a configuration of short updates.
 struct Variant {
     bin: &'static str,
     args: &'static [&'static str],
@@ -70,27 +66,8 @@ const VARIANTS: &[Variant] = &[
     },
 ];
 
-/// Runs `bin --cuda false ARGS` in `dir` to its end.
-fn run_in(dir: &Path, bin: &str, args: &[&str]) -> Output {
-    let output = Command::new(bin).args(["--cuda", "false"]).args(args).current_dir(dir).output();
-    output.expect("the binary starts")
-}
-
-fn ok(output: &Output) {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{}: {stderr}", output.status);
-}
-
-/// The one run directory under `dir/runs`.
-fn run_dir(dir: &Path) -> PathBuf {
-    let runs: Vec<PathBuf> =
-        std::fs::read_dir(dir.join("runs")).expect("runs/").map(|e| e.expect("entry").path()).collect();
-    assert_eq!(runs.len(), 1, "{runs:?}");
-    runs.into_iter().next().expect("one run")
-}
-
 /// updates.csv without the columns that measure time, and episodes.csv: two resumes from one checkpoint compare
-/// exactly, the same binary, flags and threads run twice.
+/// exactly.
 fn metrics(run: &Path) -> (Table, Table) {
     let updates = Table::read(&run.join("updates.csv"));
     let timing: Vec<&str> = updates.header.iter().map(String::as_str).filter(|h| h.starts_with("timing/")).collect();
@@ -121,10 +98,8 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
-/// Each binary: two updates with a checkpoint at the end, then `--resume` to four. The resumed
-/// updates start with ratio == 1 at their first minibatch, the logs hold one row per iteration in
-/// order, TensorBoard matches the CSVs; a second resume from a copy of the same checkpoint gives
-/// the same metrics.
+/// Each binary: two updates, then `--resume` to four: ratio == 1 at the resumed updates, one row per iteration in
+/// order, TensorBoard matching the CSVs; a second resume from a copy of the checkpoint gives the same metrics.
 #[test]
 fn every_binary_resumes_from_its_checkpoint() {
     for v in VARIANTS {
@@ -148,10 +123,9 @@ fn every_binary_resumes_from_its_checkpoint() {
     }
 }
 
-/// `ppo` with CleanRL's defaults, killed with SIGKILL at about 40% of its updates, then resumed:
-/// updates.csv holds each iteration once, in order (rows logged after the checkpoint are dropped),
-/// episodes.csv's steps never go back, TensorBoard matches, and the run still solves CartPole
-/// (last-20 mean >= 475, as the uninterrupted run of this seed does in tests/ppo.rs).
+/// `ppo` with CleanRL's defaults, killed with SIGKILL at about 40%, then resumed: each iteration once, in order,
+/// episodes' steps never going back, TensorBoard matching; it still solves CartPole (last-20 mean >= 475). While it
+/// trains, a resume of it is refused.
 #[test]
 fn a_killed_run_resumes_without_losing_or_repeating_a_row() {
     let work = tempfile::tempdir().expect("temp dir");
@@ -162,29 +136,17 @@ fn a_killed_run_resumes_without_losing_or_repeating_a_row() {
         .stderr(Stdio::null())
         .spawn()
         .expect("ppo starts");
-    let rows = |p: &Path| std::fs::read_to_string(p).map_or(0, |s| s.lines().count().saturating_sub(1));
-    let started = Instant::now();
-    let dir = loop {
-        let dir = std::fs::read_dir(work.path().join("runs"))
-            .ok()
-            .and_then(|mut d| d.next())
-            .map(|e| e.expect("entry").path());
-        if let Some(dir) =
-            dir.filter(|d| rows(&d.join("updates.csv")) >= 400 && d.join("checkpoint.safetensors").exists())
-        {
-            break dir;
-        }
-        assert!(started.elapsed() < Duration::from_secs(300), "no 400th update in 5 minutes");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    // while it trains, a resume of it is refused (one writer per run), naming the process
+    let run = || std::fs::read_dir(work.path().join("runs")).ok()?.next()?.ok().map(|e| e.path());
+    let ready = |d: &PathBuf| common::rows(d) >= 400 && d.join("checkpoint.safetensors").exists();
+    common::wait_for(300, "400th update", || run().is_some_and(|d| ready(&d)));
+    let dir = run().expect("the run directory");
     let refused = run_in(work.path(), PPO, &["--resume", dir.to_str().expect("utf-8")]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(&format!("is in use by process {} (ppo)", child.id())), "{stderr}");
     child.kill().expect("SIGKILL");
     child.wait().expect("killed");
-    let logged = rows(&dir.join("updates.csv"));
+    let logged = common::rows(&dir);
     assert!(logged < 976, "the run ended before it was killed");
 
     ok(&run_in(work.path(), PPO, &["--resume", dir.to_str().expect("utf-8")]));
@@ -200,9 +162,8 @@ fn a_killed_run_resumes_without_losing_or_repeating_a_row() {
     common::assert_tensorboard_matches_dir(&dir);
 }
 
-/// Ratio == 1 and nothing clipped at the first minibatch of every update (resumed ones included),
-/// in every batch's columns (ppo_multilevel has one per level): the loaded weights are the ones
-/// that collected the rollout.
+/// Ratio == 1 and nothing clipped at the first minibatch of every update, in every batch's columns (ppo_multilevel
+/// has one per level): the loaded weights are the ones that collected the rollout.
 fn assert_ratio_one(updates: &Table, bin: &str) {
     let columns = |suffix: &str| updates.header.iter().filter(|h| h.ends_with(suffix)).cloned().collect::<Vec<_>>();
     let (ratio, clip) = (columns("first_mb_max_ratio_dev"), columns("first_mb_clipfrac"));
@@ -213,26 +174,29 @@ fn assert_ratio_one(updates: &Table, bin: &str) {
     }
 }
 
-/// A crash while a checkpoint is written leaves the temporary file half written and the previous
-/// checkpoint in place (the new one replaces it by a rename only once complete): the run resumes
-/// from the previous one, and its next checkpoint replaces the half-written file.
+/// A crash while a checkpoint is written leaves a half-written temporary file beside the previous checkpoint: the
+/// run resumes from the previous one, and the half-written file goes, but not a model saved as `a.tmp.b`.
 #[test]
 fn a_checkpoint_write_cut_short_leaves_the_previous_one_loadable() {
     let work = tempfile::tempdir().expect("temp dir");
-    ok(&run_in(work.path(), PPO, &["--num-steps", "32", "--total-timesteps", "256"]));
+    let args = ["--num-steps", "32", "--total-timesteps", "256", "--exp-name", "a.tmp.b", "--save-model"];
+    ok(&run_in(work.path(), PPO, &args));
     let dir = run_dir(work.path());
-    let checkpoint = std::fs::read(dir.join("checkpoint.safetensors")).expect("checkpoint");
+    let (model, checkpoint) = (dir.join("a.tmp.b.safetensors"), std::fs::read(dir.join("checkpoint.safetensors")));
+    assert!(model.exists(), "the model was saved");
+    let checkpoint = checkpoint.expect("checkpoint");
     // the temporary file of a process that died (its id in the name: no two processes write one file)
     let half = dir.join("checkpoint.tmp.4242.safetensors");
     std::fs::write(&half, &checkpoint[..checkpoint.len() / 2]).expect("write");
-    ok(&run_in(work.path(), PPO, &["--resume", dir.to_str().expect("utf-8"), "--total-timesteps", "512"]));
+    let resume = ["--resume", dir.to_str().expect("utf-8"), "--total-timesteps", "512", "--save-model", "false"];
+    ok(&run_in(work.path(), PPO, &resume));
     assert_eq!(Table::read(&dir.join("updates.csv")).col("iteration"), vec![1.0, 2.0, 3.0, 4.0]);
     assert!(!half.exists(), "the half-written file is left behind");
+    assert!(model.exists(), "the resume deleted the user's model");
 }
 
-/// Two `--resume` of one finished run started at once: one writes the run, the other is refused
-/// (the run is in use, or once the first has ended, complete), and the logs hold one row per
-/// iteration.
+/// Two `--resume` of one run started at once: one writes the run, the other is refused (in use, or complete), and
+/// the logs hold one row per iteration.
 #[test]
 fn two_resumes_at_once_leave_one_writer() {
     let work = tempfile::tempdir().expect("temp dir");
@@ -254,30 +218,24 @@ fn two_resumes_at_once_leave_one_writer() {
     common::assert_tensorboard_matches_dir(&dir);
 }
 
-/// The run directory's name is checked before anything starts, in every binary: an --exp-name too
-/// long for a file name is one line, exit code 2, and no runs/; so is a `runs` that is a file.
+/// The run directory is checked before anything starts, in every binary: an --exp-name too long for a file name,
+/// or a `runs` that is a file, is one line, exit code 2, nothing written.
 #[test]
 fn the_run_directory_is_checked_before_anything_starts() {
     let long = "x".repeat(300);
     for v in VARIANTS {
         let work = tempfile::tempdir().expect("temp dir");
         let output = run_in(work.path(), v.bin, &[v.args, &["--exp-name", &long]].concat());
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{}: {stderr}", v.bin);
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{}: {stderr}", v.bin);
-        assert!(stderr.contains("--exp-name is 300 bytes") && !stderr.contains("panicked"), "{}: {stderr}", v.bin);
+        common::assert_one_line(&output, 2, "--exp-name is 300 bytes", v.bin);
         assert!(std::fs::read_dir(work.path()).expect("dir").next().is_none(), "{}: something was written", v.bin);
     }
     let work = tempfile::tempdir().expect("temp dir");
     std::fs::write(work.path().join("runs"), b"").expect("write");
     let output = run_in(work.path(), PPO, &["--num-steps", "32", "--total-timesteps", "256"]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!((output.status.code(), stderr.trim_end().lines().count()), (Some(2), 1), "{stderr}");
-    assert!(stderr.contains("runs is not a directory"), "{stderr}");
+    common::assert_one_line(&output, 2, "runs is not a directory", "runs, a file");
 }
 
-/// Every bad `--resume`: one line naming the problem, exit code 2, no panic, nothing written
-/// (every file of the working directory byte for byte the same).
+/// Every bad `--resume`: one line naming the problem, exit code 2, no panic, every file byte for byte the same.
 #[test]
 fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
     let work = tempfile::tempdir().expect("temp dir");
@@ -302,15 +260,12 @@ fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
         b[last] ^= 1;
         std::fs::write(checkpoint(d), b).expect("write");
     });
-    let other_env = variant("other-env", &|d| {
-        let args = std::fs::read_to_string(d.join("args.json")).expect("args.json");
-        std::fs::write(d.join("args.json"), args.replace("CartPole-v1", "Acrobot-v1")).expect("write");
-    });
     let edit_args = |d: &Path, from: &str, to: &str| {
         let args = std::fs::read_to_string(d.join("args.json")).expect("args.json");
         assert!(args.contains(from), "{from} in {args}");
         std::fs::write(d.join("args.json"), args.replace(from, to)).expect("write");
     };
+    let other_env = variant("other-env", &|d| edit_args(d, "CartPole-v1", "Acrobot-v1"));
     let gamma = variant("gamma", &|d| edit_args(d, "\"gamma\": 0.99", "\"gamma\": 7.5"));
     let minibatches = variant("minibatches", &|d| edit_args(d, "\"num_minibatches\": 4", "\"num_minibatches\": 7"));
     let unknown = variant("unknown", &|d| edit_args(d, "\"gamma\": 0.99", "\"gama\": 0.99"));
@@ -339,23 +294,22 @@ fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
     let s = |p: &Path| p.to_str().expect("utf-8").to_string();
     let (run_s, atari) = (s(&run), env!("CARGO_BIN_EXE_ppo_atari"));
     let holder = format!("in use by process {} (the test)", std::process::id());
-    let longer = |dir: &Path| vec!["--resume".into(), s(dir), "--total-timesteps".into(), "2048".into()];
+    let resume = |dir: &Path, more: &[&str]| {
+        [vec!["--resume".to_string(), s(dir)], more.iter().map(|w| w.to_string()).collect()].concat()
+    };
+    let longer = |dir: &Path| resume(dir, &["--total-timesteps", "2048"]);
     let cases: Vec<(&str, Vec<String>, &str)> = vec![
-        (PPO, vec!["--resume".into(), "/nonexistent/run".into()], "no args.json there"),
-        (PPO, vec!["--resume".into(), s(&empty)], "no args.json there"),
+        (PPO, resume(Path::new("/nonexistent/run"), &[]), "no args.json there"),
+        (PPO, resume(&empty, &[]), "no args.json there"),
         (PPO, longer(&no_checkpoint), "no checkpoint"),
         (PPO, longer(&garbage), "damaged or truncated"),
         (PPO, longer(&truncated), "damaged or truncated"),
         (PPO, longer(&flipped), "checksum"),
         (PPO, longer(&other_env), "on CartPole-v1, not"),
-        (atari, vec!["--resume".into(), run_s.clone()], "it is a run of ppo, not of ppo_atari"),
-        (PPO, vec!["--resume".into(), run_s.clone(), "--learning-rate".into(), "0.1".into()], "--learning-rate 0.1"),
-        (
-            PPO,
-            vec!["--resume".into(), run_s.clone(), "--num-envs".into(), "8".into()],
-            "--num-envs 8 is not the run's 4",
-        ),
-        (PPO, vec!["--resume".into(), run_s.clone()], "is complete (8 of 8 iterations)"),
+        (atari, resume(&run, &[]), "it is a run of ppo, not of ppo_atari"),
+        (PPO, resume(&run, &["--learning-rate", "0.1"]), "--learning-rate 0.1"),
+        (PPO, resume(&run, &["--num-envs", "8"]), "--num-envs 8 is not the run's 4"),
+        (PPO, resume(&run, &[]), "is complete (8 of 8 iterations)"),
         (PPO, longer(&gamma), "its args.json has invalid value '7.5' for '--gamma"),
         (PPO, longer(&minibatches), "(128) must be divisible by --num-minibatches (7)"),
         (PPO, longer(&unknown), "its args.json has \"gama\", which is no flag of ppo"),
@@ -368,11 +322,7 @@ fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
     let before = contents(work.path());
     for (bin, args, needle) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let output = run_in(work.path(), bin, &args);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: one line: {stderr}");
-        assert!(stderr.contains(needle) && !stderr.contains("panicked"), "{args:?}: expected '{needle}': {stderr}");
+        common::assert_one_line(&run_in(work.path(), bin, &args), 2, needle, &format!("{args:?}"));
         assert!(contents(work.path()) == before, "{args:?}: something was written");
     }
     // the run's own values and the flags that may change are accepted
@@ -385,8 +335,8 @@ fn bad_resumes_are_one_line_exit_2_and_write_nothing() {
     drop(lock);
 }
 
-/// `ppo_atari_multigpu` under `mpirun -np 2`: rank 0 writes the checkpoint, every rank loads it;
-/// the resumed updates keep ratio == 1 and the ranks' weights identical (checked by the binary).
+/// `ppo_atari_multigpu` under `mpirun -np 2`: rank 0 writes the checkpoint, every rank loads it; the resumed
+/// updates keep ratio == 1 and the ranks' weights identical; one process cannot continue the run.
 #[test]
 fn two_ranks_resume_from_rank_0s_checkpoint() {
     let bin = env!("CARGO_BIN_EXE_ppo_atari_multigpu");
@@ -409,89 +359,54 @@ fn two_ranks_resume_from_rank_0s_checkpoint() {
     assert_eq!(alone.status.code(), Some(2), "{}", String::from_utf8_lossy(&alone.stderr));
 }
 
-/// `ppo_noisy --adaptive-lr` too: each update logs the rate its KL gave the next one, which the
-/// checkpoint keeps, so the first resumed update learns at the rate the run would have used.
+/// `ppo_noisy --adaptive-lr`: the checkpoint keeps the rate the last KL gave, so the resumed updates go on from it.
 #[test]
 fn ppo_noisys_adaptive_learning_rate_survives_a_resume() {
-    let bin = env!("CARGO_BIN_EXE_ppo_noisy");
-    let work = tempfile::tempdir().expect("temp dir");
-    ok(&run_in(work.path(), bin, &["--adaptive-lr", "--total-timesteps", "1024"]));
-    let dir = run_dir(work.path());
-    ok(&run_in(work.path(), bin, &["--resume", dir.to_str().expect("utf-8"), "--total-timesteps", "2048"]));
-    let updates = Table::read(&dir.join("updates.csv"));
-    let (rates, kls) = (updates.col("charts/learning_rate"), updates.col("debug/adaptive_kl"));
-    let rule = |lr: f64, kl: f64| common::adapt_lr("tum", lr, kl, 0.01);
-    assert_eq!(rates.len(), 4);
+    let (rates, kls) = resumed_rates("ppo_noisy", &["--adaptive-lr", "--total-timesteps", "1024"], "2048");
     for i in 1..4 {
-        assert_eq!(rates[i], rule(rates[i - 1], kls[i]), "update {}: {rates:?}, KL {kls:?}", i + 1);
+        let want = common::adapt_lr("tum", rates[i - 1], kls[i], 0.01);
+        assert_eq!(rates[i], want, "update {}: {rates:?}, KL {kls:?}", i + 1);
     }
     assert_ne!(rates[1], 2.5e-4, "(the check can tell the checkpoint's rate from --learning-rate)");
 }
 
-/// `ppo_continuous --adaptive-lr` carries its learning rate from update to update: the checkpoint
-/// keeps it, so the first resumed update applies the rule to the rate the run stood at (one
-/// minibatch, two epochs: the first adaptation sees a KL of exactly 0 and changes nothing, the
-/// second sees the logged KL).
+/// `ppo_continuous --adaptive-lr`: the first resumed update applies the rule to the checkpoint's rate (one
+/// minibatch, two epochs: the first adaptation sees KL 0 and changes nothing, the second the logged KL).
 #[test]
 fn the_adaptive_learning_rate_survives_a_resume() {
-    let bin = env!("CARGO_BIN_EXE_ppo_continuous");
-    let work = tempfile::tempdir().expect("temp dir");
     let args = ["--env-id", "Pendulum-v1", "--adaptive-lr", "--num-steps", "64", "--num-minibatches", "1"];
-    ok(&run_in(work.path(), bin, &[&args[..], &["--update-epochs", "2", "--total-timesteps", "128"]].concat()));
-    let dir = run_dir(work.path());
-    ok(&run_in(work.path(), bin, &["--resume", dir.to_str().expect("utf-8"), "--total-timesteps", "256"]));
-    let updates = Table::read(&dir.join("updates.csv"));
-    let (rates, kls) = (updates.col("charts/learning_rate"), updates.col("debug/adaptive_kl"));
+    let args = [&args[..], &["--update-epochs", "2", "--total-timesteps", "128"]].concat();
+    let (rates, kls) = resumed_rates("ppo_continuous", &args, "256");
     let rule = |lr: f64, kl: f64| common::adapt_lr("rsl-rl", lr, kl, 0.01);
-    assert_eq!(rates.len(), 4);
     assert_eq!(rates[2], rule(rates[1], kls[2]), "the resumed update starts from the checkpoint's rate: {rates:?}");
     assert_ne!(rates[2], rule(3e-4, kls[2]), "(the check can tell the checkpoint's rate from --learning-rate)");
 }
 
-/// A resume removes the temporary files a dead writer left, and only those: a model saved under a
-/// name with `.tmp.` in it (`--exp-name a.tmp.b`) is the user's and stays (every `*.tmp.*` went before).
-#[test]
-fn a_resume_keeps_a_model_whose_name_holds_tmp() {
-    let bin = env!("CARGO_BIN_EXE_ppo");
-    let work = tempfile::tempdir().expect("temp dir");
-    ok(&run_in(work.path(), bin, &["--exp-name", "a.tmp.b", "--save-model", "--total-timesteps", "1024"]));
+/// `binary ARGS` resumed to `--total-timesteps STEPS`: its four updates' learning rates and adaptive KLs.
+fn resumed_rates(binary: &str, args: &[&str], steps: &str) -> (Vec<f64>, Vec<f64>) {
+    let (bin, work) = (common::bin(binary), tempfile::tempdir().expect("temp dir"));
+    ok(&run_in(work.path(), &bin, args));
     let dir = run_dir(work.path());
-    let (model, leftover) = (dir.join("a.tmp.b.safetensors"), dir.join("checkpoint.tmp.4242.safetensors"));
-    assert!(model.exists(), "the model was saved");
-    std::fs::write(&leftover, b"half").expect("write");
-    let dir_s = dir.to_str().expect("utf-8");
-    ok(&run_in(work.path(), bin, &["--resume", dir_s, "--total-timesteps", "2048", "--save-model", "false"]));
-    assert!(model.exists(), "the resume deleted the user's model");
-    assert!(!leftover.exists(), "a dead writer's temporary file stayed");
+    ok(&run_in(work.path(), &bin, &["--resume", dir.to_str().expect("utf-8"), "--total-timesteps", steps]));
+    let updates = Table::read(&dir.join("updates.csv"));
+    assert_eq!(updates.rows.len(), 4, "{binary}: four updates");
+    (updates.col("charts/learning_rate"), updates.col("debug/adaptive_kl"))
 }
 
 /// A run of an earlier build resumes with today's (issue 57): each binary's run of two updates in
-/// `tests/earlier_runs/<binary>/`, made by the build that `tests/earlier_runs/MADE_BY` names
-/// (`scripts/earlier-runs`), continues for one more update from its checkpoint, a copy of it in a
-/// fresh directory: one row per iteration in order, ratio == 1 at the first minibatch of the resumed
-/// update. A flag added since reads as what that build did (the binary's `added_later`): here
-/// `--adaptive-lr-rule` of ppo_continuous and ppo_multilevel, whose runs use --adaptive-lr.
+/// `tests/earlier_runs/<binary>/` (`scripts/earlier-runs`) continues for one more, ratio == 1; a flag added since
+/// reads as that build did (`--adaptive-lr-rule` of ppo_continuous and ppo_multilevel).
 #[test]
 fn runs_of_an_earlier_build_resume() {
     let earlier = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/earlier_runs");
-    let bins = [
-        ("ppo", env!("CARGO_BIN_EXE_ppo")),
-        ("ppo_noisy", env!("CARGO_BIN_EXE_ppo_noisy")),
-        ("ppo_atari", env!("CARGO_BIN_EXE_ppo_atari")),
-        ("ppo_atari_multigpu", env!("CARGO_BIN_EXE_ppo_atari_multigpu")),
-        ("ppo_continuous", env!("CARGO_BIN_EXE_ppo_continuous")),
-        ("ppo_lstm", env!("CARGO_BIN_EXE_ppo_lstm")),
-        ("ppo_lstm_workers", env!("CARGO_BIN_EXE_ppo_lstm_workers")),
-        ("ppo_multidiscrete_mask", env!("CARGO_BIN_EXE_ppo_multidiscrete_mask")),
-        ("ppo_multilevel", env!("CARGO_BIN_EXE_ppo_multilevel")),
-    ];
-    for (name, bin) in bins {
+    let bins = ["ppo", "ppo_noisy", "ppo_atari", "ppo_atari_multigpu", "ppo_continuous", "ppo_lstm"];
+    for name in bins.into_iter().chain(["ppo_lstm_workers", "ppo_multidiscrete_mask", "ppo_multilevel"]) {
+        let bin = &common::bin(name);
         let made = run_dir(&earlier.join(name));
         let work = tempfile::tempdir().expect("temp dir");
         let dir = work.path().join("runs").join(made.file_name().expect("a run's name"));
         common::copy_dir(&made, &dir);
-        let args: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).expect("args.json")).expect("json");
+        let args = common::args_json(&dir);
         let updates = Table::read(&dir.join("updates.csv"));
         assert_eq!(updates.col("iteration"), [1.0, 2.0], "{name}: the earlier run has two updates");
         // one more update: ppo_multilevel counts iterations, the others steps (a batch per update)
@@ -499,8 +414,7 @@ fn runs_of_an_earlier_build_resume() {
             Some(n) => ("--num-iterations", n + 1),
             None => ("--total-timesteps", args["total_timesteps"].as_u64().expect("steps") * 3 / 2),
         };
-        let resumed = run_in(work.path(), bin, &["--resume", dir.to_str().expect("utf-8"), flag, &longer.to_string()]);
-        ok(&resumed);
+        ok(&run_in(work.path(), bin, &["--resume", dir.to_str().expect("utf-8"), flag, &longer.to_string()]));
         let updates = Table::read(&dir.join("updates.csv"));
         assert_eq!(updates.col("iteration"), [1.0, 2.0, 3.0], "{name}: one row per iteration");
         assert_ratio_one(&updates, name);

@@ -1,14 +1,11 @@
-//! What a user sees of a run, from the real binaries: where the run is (its first lines), where its
-//! results are (its last), what Ctrl-C (SIGINT) or SIGTERM says and that the command it names resumes
-//! the run, `eval/episodic_return` in the TensorBoard events, no column a run does not have, and a
-//! progress line before any episode ended.
+//! What a user sees of a run: where it is and where its results are, what Ctrl-C or SIGTERM says (and that the
+//! command it names resumes the run), the evaluation in TensorBoard, no column a run does not have, the progress.
 
 mod common;
 use common::{read_scalars, run, Table};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 const PPO: &str = env!("CARGO_BIN_EXE_ppo");
 
@@ -16,8 +13,7 @@ const PPO: &str = env!("CARGO_BIN_EXE_ppo");
 #[test]
 fn a_run_says_where_it_is_and_where_its_results_are() {
     let r = run(PPO, &["--total-timesteps", "1024"]);
-    r.assert_ok();
-    let stdout = String::from_utf8_lossy(&r.output.stdout).into_owned();
+    let stdout = String::from_utf8_lossy(&r.assert_ok().output.stdout).into_owned();
     let lines: Vec<&str> = stdout.lines().collect();
     let dir = r.dir();
     let name = format!("runs/{}", dir.file_name().expect("a name").to_string_lossy());
@@ -45,12 +41,7 @@ fn stop_after(work: &Path, args: &[&str], rows: usize, signal: &str) -> (Option<
         assert!(stdout.read_line(&mut line).expect("stdout") > 0, "no run directory line");
     }
     let dir = work.join(line.trim_end().trim_start_matches("run directory: "));
-    let since = Instant::now();
-    let written = |dir: &Path| std::fs::read_to_string(dir.join("updates.csv")).map_or(0, |s| s.lines().count());
-    while written(&dir) < rows + 1 {
-        assert!(since.elapsed() < Duration::from_secs(120), "no {rows} updates in 2 minutes");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for(120, &format!("{rows} updates"), || common::rows(&dir) >= rows);
     let killed = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status();
     assert!(killed.expect("kill runs").success());
     std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink())); // drain what is left
@@ -58,9 +49,8 @@ fn stop_after(work: &Path, args: &[&str], rows: usize, signal: &str) -> (Option<
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned(), dir)
 }
 
-/// Ctrl-C ends the run at once with one line naming the command that resumes it and the iteration it
-/// continues from, the last checkpoint's; that command (here the binary itself) goes on from there
-/// to the run's end: every iteration logged once.
+/// Ctrl-C ends the run at once with one line naming the command that resumes it and the iteration it continues
+/// from, the last checkpoint's; that command goes on from there to the run's end, every iteration logged once.
 #[test]
 fn ctrl_c_says_how_to_resume_and_the_command_resumes() {
     let work = tempfile::tempdir().expect("temp dir");
@@ -80,8 +70,8 @@ fn ctrl_c_says_how_to_resume_and_the_command_resumes() {
     assert_eq!(iterations, (1..=500).map(|i| i as f64).collect::<Vec<_>>());
 }
 
-/// SIGTERM before the first checkpoint: the line says there is nothing to resume, and where the
-/// metrics are; exit code 143.
+/// SIGTERM before the first checkpoint: the line says there is nothing to resume, and where the metrics are; exit
+/// code 143.
 #[test]
 fn sigterm_before_the_first_checkpoint_says_there_is_nothing_to_resume() {
     let work = tempfile::tempdir().expect("temp dir");
@@ -91,16 +81,16 @@ fn sigterm_before_the_first_checkpoint_says_there_is_nothing_to_resume() {
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("SIGTERM: stopped after update "), "{stderr}");
     assert!(stderr.contains("before the first checkpoint (update 400): nothing to resume"), "{stderr}");
-    assert!(stderr.contains(&format!("the metrics so far are in runs/{}", dir.file_name().unwrap().to_string_lossy())));
+    let name = dir.file_name().expect("a name").to_string_lossy().into_owned();
+    assert!(stderr.contains(&format!("the metrics so far are in runs/{name}")), "{stderr}");
 }
 
-/// `--save-model`'s evaluation is in the TensorBoard events as CleanRL writes it: one
-/// `eval/episodic_return` per episode, at step = the episode's index, the values of eval.csv.
+/// `--save-model`'s evaluation is in the TensorBoard events as CleanRL writes it: one `eval/episodic_return` per
+/// episode, at step = the episode's index, the values of eval.csv.
 #[test]
 fn evaluation_returns_are_in_tensorboard() {
     let r = run(PPO, &["--total-timesteps", "512", "--save-model"]);
-    r.assert_ok();
-    let eval = Table::read(&r.dir().join("eval.csv")).col("eval/episodic_return");
+    let eval = r.assert_ok().csv("eval.csv").col("eval/episodic_return");
     let events: Vec<(i64, f64)> = read_scalars(&r.dir())
         .into_iter()
         .filter(|(t, _, _)| t == "eval/episodic_return")
@@ -118,8 +108,7 @@ fn adaptive_kl_is_a_column_only_with_adaptive_lr() {
         [(&["--total-timesteps", "1024"][..], false), (&["--total-timesteps", "1024", "--adaptive-lr"][..], true)]
     {
         let r = run(bin, args);
-        r.assert_ok();
-        let header = r.csv("updates.csv").header;
+        let header = r.assert_ok().csv("updates.csv").header;
         assert_eq!(header.iter().any(|h| h == "debug/adaptive_kl"), has, "{args:?}: {header:?}");
         let tags = read_scalars(&r.dir());
         assert_eq!(tags.iter().any(|(t, _, _)| t == "debug/adaptive_kl"), has, "{args:?}");
@@ -130,8 +119,7 @@ fn adaptive_kl_is_a_column_only_with_adaptive_lr() {
 #[test]
 fn the_first_progress_line_before_any_episode_says_none_yet() {
     let r = run(env!("CARGO_BIN_EXE_ppo_atari"), &["--num-steps", "16", "--total-timesteps", "256"]);
-    r.assert_ok();
-    let stdout = String::from_utf8_lossy(&r.output.stdout).into_owned();
+    let stdout = String::from_utf8_lossy(&r.assert_ok().output.stdout).into_owned();
     let first = stdout.lines().find(|l| l.starts_with("update 1/2")).expect("a progress line");
     assert!(first.ends_with("return (last 20) none yet") && !stdout.contains("NaN"), "{stdout}");
 }

@@ -1,6 +1,5 @@
-//! The scripts a user runs besides the binaries: `scripts/bench_devices` prints its table (the CPU's
-//! rows, and the GPU's where one is usable, or the reason there is none) and refuses bad input;
-//! `scripts/study_cartpole` runs one small table at both base points and refuses bad input.
+//! The scripts a user runs besides the binaries: `scripts/bench_devices` prints its table and
+//! `scripts/study_cartpole` runs one small table at both base points; each refuses bad input.
 
 use std::path::Path;
 use std::process::Command;
@@ -62,6 +61,12 @@ fn assert_refused((code, stdout, stderr): &(i32, String, String), words: &str, w
     assert!(stderr.contains(words) && stdout.is_empty(), "{what}: {stderr}");
 }
 
+/// `scripts/study_cartpole ARGS`, which must succeed.
+fn study_ok(args: &[&str]) {
+    let (code, stdout, stderr) = study(args);
+    assert_eq!(code, 0, "{args:?}: {stdout}\n{stderr}");
+}
+
 /// `scripts/study_cartpole ARGS` in a fresh working directory.
 fn study(args: &[&str]) -> (i32, String, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/study_cartpole");
@@ -70,17 +75,18 @@ fn study(args: &[&str]) -> (i32, String, String) {
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }
 
-/// The TUM study on one small table (gamma, 2 seeds, a cap of 15 episodes: no run solves) at both base points:
-/// a row per point, setting and seed (the point's base too), each unsolved with its steps; the tables file has
-/// both points' rows with their IQM and test columns; the plot is drawn.
+/// The TUM study on one small table (gamma, 2 seeds, a cap of 15 episodes: no run solves) at both base points: a row
+/// per point, setting and seed, the tables with their IQM and test columns, the plot; the cache, `--reuse`,
+/// `--batched` and a switch's own runs.
 #[test]
 fn study_cartpole_runs_one_small_table_at_both_points() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = dir.path().to_str().expect("utf-8");
     let args = ["--tables", "gamma", "--seeds", "2", "--max-episodes", "15", "--jobs", "2", "--out", out];
-    let (code, stdout, stderr) = study(&args);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let runs = std::fs::read_to_string(dir.path().join("study_cartpole_runs.csv")).expect("the runs");
+    study_ok(&args);
+    let read =
+        |dir: &Path, name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let runs = read(dir.path(), "study_cartpole_runs.csv");
     let mut lines = runs.lines();
     assert_eq!(lines.next(), Some("point,table,setting,seed,solved,episodes,steps,max_episodes"));
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
@@ -95,7 +101,7 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
         assert_eq!((row[1], row[4], row[5]), ("gamma", "0", ""), "15 episodes solve nothing: {row:?}");
         assert!(row[6].parse::<u64>().is_ok_and(|steps| steps > 0) && row[7] == "15", "{row:?}");
     }
-    let md = std::fs::read_to_string(dir.path().join("study_cartpole.md")).expect("the tables");
+    let md = read(dir.path(), "study_cartpole.md");
     assert!(md.contains("## gamma"), "{md}");
     for column in
         ["PPO's defaults: IQM [95%]", "PPO's defaults: p (Holm)", "the report's point: IQM [95%]", "A3C % solved"]
@@ -116,18 +122,17 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
     assert!(dir.path().join("study_cartpole_solved.png").exists());
     // stopped part way, it goes on where it stopped: the cache's runs are reused, the others run, the same rows
     let cache_path = dir.path().join("study_cartpole_cache.csv");
-    let cache = std::fs::read_to_string(&cache_path).expect("the cache");
+    let cache = read(dir.path(), "study_cartpole_cache.csv");
     assert_eq!(cache.lines().count(), 1 + 2 * 4 * 2, "a run per point, distinct setting and seed: {cache}");
     let kept: Vec<&str> = cache.lines().take(1 + 13).collect();
     std::fs::write(&cache_path, kept.join("\n") + "\n").expect("the cache cut back");
-    let (code, stdout, stderr) = study(&args);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert_eq!(std::fs::read_to_string(dir.path().join("study_cartpole_runs.csv")).expect("the runs"), runs);
-    assert_eq!(std::fs::read_to_string(&cache_path).expect("the cache").lines().count(), 1 + 16);
-    let md = std::fs::read_to_string(dir.path().join("study_cartpole.md")).expect("the tables");
+    study_ok(&args);
+    assert_eq!(read(dir.path(), "study_cartpole_runs.csv"), runs);
+    assert_eq!(read(dir.path(), "study_cartpole_cache.csv").lines().count(), 1 + 16);
+    let md = read(dir.path(), "study_cartpole.md");
     assert!(md.contains("13 of the runs from study_cartpole_cache.csv"), "{md}");
     // a run of another build of the binary is not reused
-    let cache = std::fs::read_to_string(&cache_path).expect("the cache");
+    let cache = read(dir.path(), "study_cartpole_cache.csv");
     let rebuilt: Vec<String> = (cache.lines().enumerate())
         .map(|(n, line)| {
             let mut cells: Vec<&str> = line.split(',').collect();
@@ -138,9 +143,8 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
         })
         .collect();
     std::fs::write(&cache_path, rebuilt.join("\n") + "\n").expect("the cache rewritten");
-    let (code, stdout, stderr) = study(&args);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let md = std::fs::read_to_string(dir.path().join("study_cartpole.md")).expect("the tables");
+    study_ok(&args);
+    let md = read(dir.path(), "study_cartpole.md");
     assert!(md.contains("; 0 of the runs from study_cartpole_cache.csv"), "{md}");
     // --reuse: an earlier study's runs CSV stands for its runs (in a directory of its own): nothing runs again
     let reuse_dir = tempfile::tempdir().expect("temp dir");
@@ -148,18 +152,16 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
     let reuse_args = [&args[..], &["--reuse", runs_path.to_str().expect("utf-8")]].concat();
     let reuse_args: Vec<&str> =
         reuse_args.iter().map(|a| if *a == out { reuse_dir.path().to_str().unwrap_or(out) } else { a }).collect();
-    let (code, stdout, stderr) = study(&reuse_args);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert_eq!(std::fs::read_to_string(reuse_dir.path().join("study_cartpole_runs.csv")).expect("the runs"), runs);
-    let md = std::fs::read_to_string(reuse_dir.path().join("study_cartpole.md")).expect("the tables");
+    study_ok(&reuse_args);
+    assert_eq!(read(reuse_dir.path(), "study_cartpole_runs.csv"), runs);
+    let md = read(reuse_dir.path(), "study_cartpole.md");
     assert!(md.contains("; 16 of the runs from study_cartpole_cache.csv"), "{md}");
     // --batched: one ppo_seeds process per setting (in a directory of its own: no cache)
     let batched_dir = tempfile::tempdir().expect("temp dir");
     let batched_out = batched_dir.path().to_str().expect("utf-8");
     let args = ["--points", "report", "--tables", "gamma", "--seeds", "2", "--max-episodes", "15", "--batched"];
-    let (code, stdout, stderr) = study(&[&args[..], &["--out", batched_out]].concat());
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let batched = std::fs::read_to_string(batched_dir.path().join("study_cartpole_runs.csv")).expect("the runs");
+    study_ok(&[&args[..], &["--out", batched_out]].concat());
+    let batched = read(batched_dir.path(), "study_cartpole_runs.csv");
     // (the same settings and seeds, not the same runs: ppo_seeds's seeds draw their actions from one stream)
     let rows = |runs: &str| -> Vec<String> {
         let row = |l: &str| l.split(',').take(5).collect::<Vec<_>>().join(",");
@@ -168,9 +170,8 @@ fn study_cartpole_runs_one_small_table_at_both_points() {
     assert_eq!(rows(&batched), rows(&runs));
     // a switch (--independent-noise) is part of what makes a run another: each noise setting is its own run
     let args = ["--points", "ppo", "--tables", "noise_indep", "--seeds", "1", "--max-episodes", "15", "--out", out];
-    let (code, stdout, stderr) = study(&args);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let runs = std::fs::read_to_string(dir.path().join("study_cartpole_runs.csv")).expect("the runs");
+    study_ok(&args);
+    let runs = read(dir.path(), "study_cartpole_runs.csv");
     let steps: Vec<&str> = runs.lines().skip(1).map(|l| l.split(',').nth(6).unwrap_or_default()).collect();
     assert_eq!(steps.len(), 4, "{runs}");
     assert!(steps[1..].iter().any(|s| *s != steps[0]), "the noisy settings ran as the noiseless one: {runs}");

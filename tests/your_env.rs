@@ -3,14 +3,7 @@
 //! logs its episodes; an id it cannot make is refused as every binary refuses bad input.
 
 mod common;
-use common::{assert_ratio_one_and_small_kl, Table};
-use std::path::PathBuf;
-
-/// The example as `cargo test --release` built it, beside the package's binaries.
-fn example() -> PathBuf {
-    let bins = std::path::Path::new(env!("CARGO_BIN_EXE_ppo")).parent().expect("target/release").to_path_buf();
-    bins.join("examples").join("your_env")
-}
+use common::Table;
 
 /// A file of `ppo`'s shape without what a copy edits: the header (its first four lines), the default env id, the
 /// `make_env` function and everything after `main` that the copy adds (from "/// Your env").
@@ -43,44 +36,19 @@ fn the_example_is_ppo_with_its_own_make_env() {
     assert_eq!(ppo.len(), ours.len(), "the common part's length");
 }
 
-/// It trains on its own env: three updates, ratio == 1 and no clipping at each update's first minibatch, its
-/// episodes (of at most 50 steps: the time limit) in episodes.csv; an unknown id: one line, exit code 2, no run.
+/// It trains on its own env: three updates, ratio == 1 at each, its episodes (of at most 50 steps: the time limit)
+/// in episodes.csv; an unknown id is refused as every binary refuses bad input.
 #[test]
 fn it_trains_on_its_own_env() {
-    let work = tempfile::tempdir().expect("temp dir");
-    let out = std::process::Command::new(example())
-        .args(["--cuda", "false", "--total-timesteps", "1536"])
-        .current_dir(work.path())
-        .output()
-        .expect("the example starts (cargo test --release builds it)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let runs: Vec<PathBuf> =
-        std::fs::read_dir(work.path().join("runs")).expect("runs").map(|e| e.expect("entry").path()).collect();
-    let dir = &runs[0];
+    let example = &common::bin("examples/your_env"); // as `cargo test --release` built it
+    let r = common::run(example, &["--total-timesteps", "1536"]);
+    let dir = r.assert_ok().dir();
     assert!(dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("GridWalk-v0__your_env__1__")));
     let updates = Table::read(&dir.join("updates.csv"));
     assert_eq!(updates.col("iteration"), [1.0, 2.0, 3.0]);
-    assert_ratio_one_and_small_kl(
-        &updates,
-        "debug/first_mb_max_ratio_dev",
-        "debug/first_mb_clipfrac",
-        "losses/approx_kl",
-        3,
-    );
-    let episodes = Table::read(&dir.join("episodes.csv"));
-    let lengths = episodes.col("charts/episodic_length");
+    common::assert_ratio_one(&updates, 3);
+    let lengths = Table::read(&dir.join("episodes.csv")).col("charts/episodic_length");
     assert!(lengths.len() > 20 && lengths.iter().all(|&l| (1.0..=50.0).contains(&l)), "{lengths:?}");
-    let bad = tempfile::tempdir().expect("temp dir");
-    let out = std::process::Command::new(example())
-        .args(["--cuda", "false", "--env-id", "GridWalk-v9"])
-        .current_dir(bad.path())
-        .output()
-        .expect("starts");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.trim_end().lines().count() == 1 && stderr.contains("gymnasium.make('GridWalk-v9') failed"),
-        "{stderr}"
-    );
-    assert!(!bad.path().join("runs").exists(), "a run directory was made");
+    let unknown = "gymnasium.make('GridWalk-v9') failed";
+    common::assert_bad_input(example, &[(&["--env-id", "GridWalk-v9"], &[], unknown)]);
 }

@@ -1,7 +1,5 @@
-//! Atari through native ALE + our Rust wrappers against gymnasium 0.29.1 + ale-py 0.9.0 with
-//! CleanRL ppo_atari's wrapper stack: same actions, same no-op counts (replayed), and then
-//! equal stacked observations (pixels within 1, for interpolation rounding), clipped rewards,
-//! terminated/truncated flags, lives and raw episode returns/lengths at every step.
+//! Atari through native ALE and our wrappers against gymnasium 0.29.1 + ale-py 0.9.0 under CleanRL's wrappers: the
+//! same actions and no-op counts give the same stacked frames (pixels within 1), rewards, flags, lives and episodes.
 //! Golden data: `scripts/gen_golden_atari.py`. Needs the ROMs (scripts/setup).
 
 use envs::atari::{
@@ -103,18 +101,14 @@ fn replay_on(game: &str, mut env: Box<dyn Env<Obs = u8>>) {
 }
 
 #[test]
-fn breakout_matches_gymnasium_and_ale_py() {
-    replay("breakout");
+fn breakout_and_pong_match_gymnasium_and_ale_py() {
+    for game in ["breakout", "pong"] {
+        replay(game);
+    }
 }
 
-#[test]
-fn pong_matches_gymnasium_and_ale_py() {
-    replay("pong");
-}
-
-/// The same stack around Gymnasium's own BreakoutNoFrameskip-v4 (`atari::Game` for `gymnasium:<id>`, ale-py's env
-/// in a Python process, read as images) is CleanRL's too: the lives from its `info["lives"]` (EpisodicLife), FIRE
-/// from its action meanings (FireReset), the frames MaxAndSkip drops not sent, the raw scores of its episodes.
+/// The same stack around Gymnasium's own BreakoutNoFrameskip-v4 (`atari::Game`, ale-py in a Python process) is
+/// CleanRL's too: lives from `info["lives"]`, FIRE from its action meanings, the raw scores of its episodes.
 #[test]
 fn the_stack_around_gymnasiums_breakout_is_cleanrls() {
     let (g, _) = golden("breakout");

@@ -1,5 +1,5 @@
-//! GridHarvest-v0, the native masked env: its observation, its mask, its rules, its best return,
-//! and the masks a `VecEnv` hands on (after steps and auto-resets).
+//! GridHarvest-v0, the native masked env: its observation, mask, rules and best return, and the masks a `VecEnv`
+//! hands on.
 
 use envs::harvest::{GridHarvest, EPISODE_STEPS, ID};
 use envs::{Action, Env, Space, VecEnv};
@@ -17,22 +17,11 @@ fn kinds(obs: &[f32]) -> Vec<usize> {
         .collect()
 }
 
+/// The cells above, below, left and right of `cell` that are on the 10 x 10 grid.
 fn neighbours(cell: usize) -> Vec<usize> {
     let (r, c) = (cell / 10, cell % 10);
-    let mut n = Vec::new();
-    if r > 0 {
-        n.push(cell - 10);
-    }
-    if r < 9 {
-        n.push(cell + 10);
-    }
-    if c > 0 {
-        n.push(cell - 1);
-    }
-    if c < 9 {
-        n.push(cell + 1);
-    }
-    n
+    let sides = [(r > 0, cell.wrapping_sub(10)), (r < 9, cell + 10), (c > 0, cell.wrapping_sub(1)), (c < 9, cell + 1)];
+    sides.into_iter().filter_map(|(on_the_grid, n)| on_the_grid.then_some(n)).collect()
 }
 
 /// The mask the rules imply for a grid: workers as sources, every type, and as targets the

@@ -1,6 +1,5 @@
-//! MicroRTS through the real engine (gym-microrts 0.2.0's jar, installed by scripts/setup): the
-//! one-hot encoder and the mask on the start of basesWorkers10x10, checked by hand, the reward
-//! weights per id, determinism against the deterministic PassiveAI, and full episodes of each id.
+//! MicroRTS through the real engine (gym-microrts 0.2.0's jar, scripts/setup): the encoder and the mask on a start
+//! worked by hand, full episodes of each id, determinism against PassiveAI, the engine's calls serialized.
 
 use envs::microrts::{Microrts, IDS};
 use envs::{Action, Env, Space, VecEnv};
@@ -23,6 +22,23 @@ fn decode(cell: &[f32]) -> [usize; 5] {
 
 fn mask_of(env: &dyn Env<Obs = f32>) -> Vec<bool> {
     env.action_mask().expect("MicroRTS has masks").to_vec()
+}
+
+/// A random valid action for `mask`, from the linear congruential generator `rng`.
+fn random_valid_action(mask: &[bool], rng: &mut u64) -> Vec<i64> {
+    let mut offset = 0;
+    NVEC.iter()
+        .map(|&n| {
+            let valid: Vec<usize> = (0..n).filter(|&k| mask[offset + k]).collect();
+            *rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            offset += n;
+            if valid.is_empty() {
+                0
+            } else {
+                valid[(*rng >> 33) as usize % valid.len()] as i64
+            }
+        })
+        .collect()
 }
 
 /// basesWorkers10x10 at the start: each player a base (type 2 = Base + 1) and a worker
@@ -66,14 +82,7 @@ fn every_id_runs_a_full_episode() {
         let mut steps = 0;
         let mut rng = 12345u64;
         loop {
-            let mut action = Vec::new();
-            let mut offset = 0;
-            for n in NVEC {
-                let valid: Vec<usize> = (0..n).filter(|&k| envs.masks[offset + k]).collect();
-                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                action.push(if valid.is_empty() { 0 } else { valid[(rng >> 33) as usize % valid.len()] as i64 });
-                offset += n;
-            }
+            let action = random_valid_action(&envs.masks, &mut rng);
             envs.step(Action::Discrete(&action));
             steps += 1;
             if id == "MicrortsMining-v1" {
@@ -118,10 +127,9 @@ fn the_same_actions_give_the_same_game() {
     assert!(a.iter().any(|(_, r, _)| r.iter().any(|&r| r > 0.0)), "some resource was gathered");
 }
 
-/// The engine is not thread-safe (`Unit.next_ID`, a static long, is incremented without a lock),
-/// so its calls are serialized: 8 games stepped on 4 threads at once with random valid actions
-/// (produce among them, so units are made) never have two threads inside the engine at once, and
-/// every game's unit IDs, read through the engine after each step, stay distinct.
+/// The engine is not thread-safe (`Unit.next_ID` is incremented without a lock), so its calls are serialized: 8
+/// games stepped on 4 threads with random valid actions never have two threads inside the engine at once, and
+/// every game's unit IDs stay distinct.
 #[test]
 fn games_on_several_threads_never_overlap_inside_the_engine() {
     let (threads, games_per_thread, steps) = (4, 2, 250);
@@ -137,19 +145,7 @@ fn games_on_several_threads_never_overlap_inside_the_engine() {
                 }
                 for step in 0..steps {
                     for (g, game) in games.iter_mut().enumerate() {
-                        let mask = mask_of(game);
-                        let mut action = Vec::new();
-                        let mut offset = 0;
-                        for n in NVEC {
-                            let valid: Vec<usize> = (0..n).filter(|&k| mask[offset + k]).collect();
-                            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                            action.push(if valid.is_empty() {
-                                0
-                            } else {
-                                valid[(rng >> 33) as usize % valid.len()] as i64
-                            });
-                            offset += n;
-                        }
+                        let action = random_valid_action(&mask_of(game), &mut rng);
                         if game.step(Action::Discrete(&action), &mut obs).terminated || step % 200 == 199 {
                             game.reset(None, &mut obs);
                         }

@@ -1,7 +1,5 @@
-//! The MuJoCo envs against gymnasium 0.29.1 on mujoco 3.17.0 (the library we load): put the env
-//! in the state gymnasium's reset produced, replay the same float32 actions (partly outside the
-//! bounds), and compare observations, rewards, terminated and truncated at every step.
-//! Golden data: `scripts/gen_golden_mujoco.py`. Needs scripts/setup's `.mujoco` links.
+//! The MuJoCo envs against gymnasium 0.29.1 on mujoco 3.17.0: from gymnasium's reset state, the same float32
+//! actions give the same observations, rewards and flags at every step. Golden data: `scripts/gen_golden_mujoco.py`.
 
 use envs::mujoco::MujocoEnv;
 use envs::{Action, Env, Space, TimeLimit};
@@ -59,9 +57,8 @@ fn mujoco_envs_match_gymnasium_v4() {
             for (i, (&g, &w)) in obs.iter().zip(&want).enumerate() {
                 inexact += !close(g as f64, w as f64, &format!("{id} case {c} step {t}: obs[{i}]")) as usize;
             }
-            inexact +=
-                !close(step.reward, case["rewards"][t].as_f64().unwrap(), &format!("{id} case {c} step {t}: reward"))
-                    as usize;
+            let reward = case["rewards"][t].as_f64().expect("a reward");
+            inexact += !close(step.reward, reward, &format!("{id} case {c} step {t}: reward")) as usize;
             assert_eq!(step.terminated, case["terminated"][t].as_bool().unwrap(), "{id} case {c} step {t}: terminated");
             assert_eq!(step.truncated, case["truncated"][t].as_bool().unwrap(), "{id} case {c} step {t}: truncated");
             steps += 1;

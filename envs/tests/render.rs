@@ -1,6 +1,5 @@
-//! `Env::render` for classic control and `RecordVideo` on it: frames of gymnasium's sizes that show
-//! the state, GIFs with one frame per step of the recorded episodes, and an env that cannot draw
-//! reported once while its steps go on unchanged.
+//! `Env::render` for classic control draws the state at gymnasium's sizes; `RecordVideo` writes one GIF frame per
+//! step, and refuses an env that cannot draw.
 
 use envs::{Action, CartPole, Env, MountainCar, Pendulum, RecordVideo};
 

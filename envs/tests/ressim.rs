@@ -1,6 +1,5 @@
-//! The native ressim env against the Python reference's own output (test case 1, 61×61, levels
-//! 8², 15², 30², 61²; `golden/ressim/README.md` says how it was made and which tolerances a
-//! port can hold): partitions, coarse fields, the permeability generator, a full episode per
+//! The native ressim env against the Python reference's own output (test case 1, 61×61, levels 8² to 61²; the
+//! tolerances: `golden/ressim/README.md`): partitions, coarse fields, the permeability generator, an episode per
 //! level and field, `map_from` between every pair of levels and ψ.
 
 use envs::ressim::{self, partition, ResSim, Shared};
@@ -110,12 +109,8 @@ fn episodes_match_the_reference_on_every_level() {
             used[0] = used[0].max(assert_close(&env.s, &want_s, 1e-7, &format!("{what}: s")));
             used[1] = used[1].max(assert_close(&env.p, &want_p, 1e-8 * range(&want_p), &format!("{what}: p")));
             used[2] = used[2].max(assert_close(&env.obs, &floats(&rec["obs"]), 1e-7, &format!("{what}: obs")));
-            used[3] = used[3].max(assert_close(
-                &[reward],
-                &[rec["reward"].as_f64().unwrap()],
-                1e-9,
-                &format!("{what}: reward"),
-            ));
+            let want_reward = rec["reward"].as_f64().expect("a reward");
+            used[3] = used[3].max(assert_close(&[reward], &[want_reward], 1e-9, &format!("{what}: reward")));
             assert_eq!(done, rec["done"].as_bool().unwrap(), "{what}: done");
             assert_eq!(env.episode_step, rec["episode_step"].as_u64().unwrap() as u32);
         }
@@ -126,14 +121,9 @@ fn episodes_match_the_reference_on_every_level() {
         // field 1: observations and rewards only
         env.reset_to_field(1);
         for (t, rec) in ep["field1_obs_reward_summary"]["records"].as_array().unwrap().iter().enumerate().skip(1) {
-            let (reward, done) = env.step_f64(&actions[t - 1]);
-            assert_close(&env.obs, &floats(&rec["obs"]), 1e-7, &format!("level {level} field 1 step {t}: obs"));
-            assert_close(
-                &[reward],
-                &[rec["reward"].as_f64().unwrap()],
-                1e-9,
-                &format!("level {level} field 1 step {t}: reward"),
-            );
+            let ((reward, done), what) = (env.step_f64(&actions[t - 1]), format!("level {level} field 1 step {t}"));
+            assert_close(&env.obs, &floats(&rec["obs"]), 1e-7, &format!("{what}: obs"));
+            assert_close(&[reward], &[rec["reward"].as_f64().expect("a reward")], 1e-9, &format!("{what}: reward"));
             assert_eq!(done, rec["done"].as_bool().unwrap());
         }
     }
@@ -182,9 +172,8 @@ fn level_mappings_match_the_reference() {
     }
 }
 
-/// A field from a CSV file (`Fields::File`): a generated field written out and read back is the
-/// same field bit for bit, comments and blank lines aside; every malformed file is one line
-/// naming the file and what is wrong.
+/// A field from a CSV file (`Fields::File`) written out and read back is the same field bit for bit; every
+/// malformed file is one line naming the file and what is wrong.
 #[test]
 fn permeability_fields_from_a_csv_file() {
     let dir = std::env::temp_dir().join(format!("ressim-perm-{}", std::process::id()));

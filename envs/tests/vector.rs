@@ -6,7 +6,10 @@ use envs::{make, Action, Env, RecordEpisodeStatistics, VecEnv};
 fn cartpoles(n: usize) -> VecEnv<f32> {
     VecEnv::new(
         (0..n)
-            .map(|_| Box::new(RecordEpisodeStatistics::new(make("CartPole-v1").unwrap())) as Box<dyn Env<Obs = f32>>)
+            .map(|_| {
+                Box::new(RecordEpisodeStatistics::new(make("CartPole-v1").expect("CartPole")))
+                    as Box<dyn Env<Obs = f32>>
+            })
             .collect(),
     )
 }
@@ -22,21 +25,6 @@ fn env_i_is_seeded_with_seed_plus_i() {
         assert_eq!(&v.obs[i * 4..(i + 1) * 4], &obs, "env {i}");
     }
     assert_ne!(v.obs[0..4], v.obs[4..8], "different envs get different seeds");
-}
-
-#[test]
-fn same_seed_same_trajectory() {
-    let run = || {
-        let mut v = cartpoles(2);
-        v.reset(Some(1));
-        let mut trace = Vec::new();
-        for t in 0..300 {
-            v.step(Action::Discrete(&[t % 2, (t / 3) % 2]));
-            trace.extend_from_slice(&v.obs);
-        }
-        trace
-    };
-    assert_eq!(run(), run());
 }
 
 #[test]
@@ -93,6 +81,7 @@ fn unknown_id_lists_the_known_ones() {
     assert!(err.contains("as Gymnasium's: gymnasium.make('CartPole-v9') failed"), "{err}");
 }
 
+/// Separate runs of one seed give the same trajectory, on any number of threads.
 #[test]
 fn results_do_not_depend_on_the_number_of_threads() {
     let run = |threads: usize| {

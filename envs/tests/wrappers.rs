@@ -1,7 +1,5 @@
-//! CleanRL's continuous-control wrapper stack against gymnasium 0.29.1's: a replay env feeds
-//! what gymnasium's Pendulum-v1 returned to our wrappers, which must produce the same
-//! normalized, clipped observations and rewards, and pass the same clipped actions inward.
-//! Golden data: `scripts/gen_golden_wrappers.py`.
+//! CleanRL's continuous-control wrapper stack against gymnasium 0.29.1's, on replayed raw data: the same
+//! normalized, clipped observations and rewards, the same clipped actions inward. `scripts/gen_golden_wrappers.py`.
 
 use envs::{
     Action, ClipAction, Env, NormalizeObservation, NormalizeReward, Space, Step, TransformObservation, TransformReward,

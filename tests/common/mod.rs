@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 /// `UPDATE_DOCS=1` (from `scripts/update-details`): the doc tests regenerate what they check.
 pub fn update_docs() -> bool {
@@ -39,20 +40,55 @@ pub struct Run {
     pub workdir: tempfile::TempDir,
 }
 
-impl Run {
-    /// The single `runs/<run-name>/` directory the binary made (`runs/ALE/<run-name>/` for a namespaced id's).
-    pub fn dir(&self) -> PathBuf {
-        let mut dir = self.workdir.path().join("runs");
-        loop {
-            let runs: Vec<PathBuf> =
-                std::fs::read_dir(&dir).expect("runs/ exists").map(|e| e.expect("dir entry").path()).collect();
-            assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
-            dir = runs.into_iter().next().unwrap();
-            // a run's name has `__` between its parts; a namespace's folder (ALE) does not
-            if dir.file_name().is_some_and(|name| name.to_string_lossy().contains("__")) {
-                return dir;
-            }
+/// The single `runs/<run-name>/` directory made in `workdir` (`runs/ALE/<run-name>/` for a namespaced id's).
+pub fn run_dir(workdir: &Path) -> PathBuf {
+    let mut dir = workdir.join("runs");
+    loop {
+        let runs: Vec<PathBuf> =
+            std::fs::read_dir(&dir).expect("runs/ exists").map(|e| e.expect("dir entry").path()).collect();
+        assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
+        dir = runs.into_iter().next().expect("one run directory");
+        // a run's name has `__` between its parts; a namespace's folder (ALE) does not
+        if dir.file_name().is_some_and(|name| name.to_string_lossy().contains("__")) {
+            return dir;
         }
+    }
+}
+
+/// A run directory's args.json.
+pub fn args_json(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("args.json")).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    serde_json::from_str(&text).expect("args.json is JSON")
+}
+
+/// The rows of `dir`'s updates.csv (0 before it exists).
+pub fn rows(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("updates.csv")).map_or(0, |s| s.lines().count().saturating_sub(1))
+}
+
+/// Polls `done` every 20 ms; panics naming `what` once `seconds` have passed without it.
+pub fn wait_for(seconds: u64, what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < Duration::from_secs(seconds), "no {what} in {seconds} s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The path of this package's binary `name` (cargo builds them all beside `ppo`).
+pub fn bin(name: &str) -> String {
+    Path::new(env!("CARGO_BIN_EXE_ppo")).with_file_name(name).to_str().expect("a UTF-8 path").to_string()
+}
+
+impl Run {
+    /// The single `runs/<run-name>/` directory the binary made.
+    pub fn dir(&self) -> PathBuf {
+        run_dir(self.workdir.path())
+    }
+
+    /// The run's args.json.
+    pub fn args(&self) -> serde_json::Value {
+        args_json(&self.dir())
     }
 
     pub fn csv(&self, name: &str) -> Table {
@@ -77,8 +113,7 @@ impl Run {
     }
 }
 
-/// Runs `bin` (a path from `env!("CARGO_BIN_EXE_...")`) with `args` on the CPU, in a new
-/// temporary working directory so its `runs/` is its own.
+/// Runs `bin` with `args` on the CPU, in a new temporary working directory so its `runs/` is its own.
 pub fn run(bin: &str, args: &[&str]) -> Run {
     run_with_env(bin, args, &[])
 }
@@ -91,10 +126,27 @@ pub fn run_with_env(bin: &str, args: &[&str], vars: &[(&str, &str)]) -> Run {
     Run { output: cmd.output().expect("binary starts"), workdir }
 }
 
-/// `mpirun -np 2 MPIRUN_ARGS BIN --cuda false ARGS` in `dir`: Open MPI as root, two ranks on two
-/// cores or fewer (`--oversubscribe`).
+/// `bin --cuda false ARGS` run to its end in `dir`, beside what is there (a run to resume).
+pub fn run_in(dir: &Path, bin: &str, args: &[&str]) -> Output {
+    Command::new(bin).args(["--cuda", "false"]).args(args).current_dir(dir).output().expect("the binary starts")
+}
+
+/// Panics with the status and stderr unless `output` exited 0.
+pub fn assert_success(output: &Output) {
+    assert!(output.status.success(), "{}: {}", output.status, String::from_utf8_lossy(&output.stderr));
+}
+
+/// `mpirun -np 2 MPIRUN_ARGS BIN --cuda false ARGS` in `dir`: as root, two ranks on two cores or fewer.
 pub fn mpirun(dir: &Path, bin: &str, mpirun_args: &[&str], args: &[&str]) -> Command {
     mpirun_np(dir, 2, bin, mpirun_args, args)
+}
+
+/// A finished `mpirun -np NP --quiet MCA BIN --cuda false ARGS` (no banners) in a fresh directory, with `vars`.
+pub fn run_mpi(np: usize, bin: &str, mca: &[&str], args: &[&str], vars: &[(&str, &str)]) -> Run {
+    let workdir = tempfile::tempdir().expect("temp dir");
+    let mut cmd = mpirun_np(workdir.path(), np, bin, &[&["--quiet"], mca].concat(), args);
+    let output = cmd.envs(vars.iter().copied()).output();
+    Run { output: output.expect("mpirun starts (scripts/setup installs openmpi-bin)"), workdir }
 }
 
 /// [`mpirun`] with `np` processes.
@@ -109,20 +161,30 @@ pub fn mpirun_np(dir: &Path, np: usize, bin: &str, mpirun_args: &[&str], args: &
     cmd
 }
 
-/// Runs `bin` with each set of bad arguments and checks the contract for bad input: exit code
-/// 2, one line on stderr containing the expected words, no panic, no run directory.
+/// A process that failed as the binaries fail: exit code `code`, one line on stderr containing `needle`, no panic;
+/// `what` names the case. Returns stderr.
+pub fn assert_one_line(output: &Output, code: i32, needle: &str, what: &str) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(code), "{what}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{what}: one line expected: {stderr}");
+    assert!(stderr.contains(needle), "{what}: expected '{needle}' in: {stderr}");
+    assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+    stderr
+}
+
+/// The contract for bad input: exit code 2, one line on stderr containing `needle`, no panic, no run directory.
+pub fn assert_refused(r: &Run, needle: &str, what: &str) {
+    assert_one_line(&r.output, 2, needle, what);
+    assert!(!r.workdir.path().join("runs").exists(), "{what}: a run directory was made");
+}
+
 /// One bad-input case: arguments, extra environment variables, a phrase the error must contain.
 pub type BadInput<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
 
+/// Runs `bin` with each set of bad arguments: each is refused ([`assert_refused`]).
 pub fn assert_bad_input(bin: &str, cases: &[BadInput]) {
     for (args, vars, needle) in cases {
-        let r = run_with_env(bin, args, vars);
-        let stderr = r.stderr();
-        assert_eq!(r.output.status.code(), Some(2), "{args:?}: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: one line expected: {stderr}");
-        assert!(stderr.contains(needle), "{args:?}: expected '{needle}' in: {stderr}");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-        assert!(!r.workdir.path().join("runs").exists(), "{args:?}: a run directory was made");
+        assert_refused(&run_with_env(bin, args, vars), needle, &format!("{args:?}"));
     }
 }
 
@@ -172,9 +234,15 @@ impl Table {
     }
 }
 
-/// The checks every variant's updates.csv must pass: at the first minibatch of the first epoch
-/// the policy has not changed, so the ratio is 1 and nothing is clipped; and the policy moves
-/// little per update (approx_kl below 0.02 over the first `kl_updates` updates).
+/// [`assert_ratio_one_and_small_kl`] on the usual columns: `debug/first_mb_max_ratio_dev`, `debug/first_mb_clipfrac`
+/// and `losses/approx_kl`.
+pub fn assert_ratio_one(updates: &Table, kl_updates: usize) {
+    let [ratio, clipfrac, kl] = ["debug/first_mb_max_ratio_dev", "debug/first_mb_clipfrac", "losses/approx_kl"];
+    assert_ratio_one_and_small_kl(updates, ratio, clipfrac, kl, kl_updates);
+}
+
+/// The checks every variant's updates.csv must pass: at the first minibatch the policy has not changed, so the ratio
+/// is 1 and nothing is clipped; and it moves little per update (approx_kl below 0.02 over the first `kl_updates`).
 pub fn assert_ratio_one_and_small_kl(
     updates: &Table,
     ratio_column: &str,
@@ -185,8 +253,7 @@ pub fn assert_ratio_one_and_small_kl(
     assert_ratio_within(updates, [ratio_column, clipfrac_column, kl_column], kl_updates, 1e-5);
 }
 
-/// [`assert_ratio_one_and_small_kl`] with the tolerance of |ratio - 1| given: 1e-5 on the CPU, larger
-/// on a GPU, where the rollout and the update may take different kernels (docs/gpu.md derives them).
+/// [`assert_ratio_one_and_small_kl`] with the tolerance of |ratio - 1| given: 1e-5 on the CPU, larger on a GPU.
 pub fn assert_ratio_within(
     updates: &Table,
     [ratio_column, clipfrac_column, kl_column]: [&str; 3],
@@ -207,14 +274,17 @@ pub fn assert_ratio_within(
     }
 }
 
-/// `a` and `b` ran with the same seed: identical updates.csv (timing columns aside) and
-/// episodes.csv, exactly (both ran on this machine with the same kernels; docs/tests.md, "What holds
-/// where"); `c` ran with another seed: different metrics (so the check can fail).
+/// What two runs of one computation compare exactly: updates.csv without the timing columns, and episodes.csv.
+pub fn metrics(r: &Run) -> (Table, Table) {
+    (r.csv("updates.csv").without(TIMING_COLUMNS), r.csv("episodes.csv"))
+}
+
+/// `a` and `b` ran with the same seed: the same [`metrics`], exactly (one computation); `c` ran with another seed:
+/// different metrics (so the check can fail).
 pub fn assert_same_metrics(a: &Run, b: &Run, c: &Run) {
     for r in [a, b, c] {
         r.assert_ok();
     }
-    let metrics = |r: &Run| (r.csv("updates.csv").without(TIMING_COLUMNS), r.csv("episodes.csv"));
     assert_eq!(metrics(a), metrics(b), "same seed, different metrics");
     assert_ne!(metrics(a).0, metrics(c).0, "a different seed should give different metrics");
 }
@@ -234,6 +304,28 @@ pub fn assert_runs_its_parent(parent: &Run, variant: &Run, rows: usize, what: &s
     let updates = assert_close(&v, &p, 1e-3, what);
     let episodes = assert_close(&variant.csv("episodes.csv"), &parent.csv("episodes.csv"), 1e-3, what);
     eprintln!("{what}: largest difference {:.1e} of a column's scale", updates.max(episodes));
+}
+
+/// `--target-kl`'s early stop in `u`, updates of at most 20 epochs of `minibatches`: some update stopped early. SB3's
+/// rule: a stopped update ended inside its last epoch with a KL (the largest of the `kls` columns) above 1.5 x
+/// `target`, before its step; one that ran every epoch never saw one. CleanRL's (`cleanrl`): it stops only at an
+/// epoch's end, on a KL above `target` itself.
+pub fn assert_early_stops(u: &Table, cleanrl: bool, kls: &[&str], target: f64, minibatches: f64) {
+    let (epochs, steps) = (u.col("debug/epochs"), u.col("debug/optimizer_steps"));
+    let kls: Vec<Vec<f64>> = kls.iter().map(|c| u.col(c)).collect();
+    assert!(epochs.iter().any(|&e| e < 20.0), "never stopped early: {epochs:?}");
+    for (i, (&e, &s)) in epochs.iter().zip(&steps).enumerate() {
+        let (kl, at) = (kls.iter().map(|k| k[i]).fold(f64::MIN, f64::max), i + 1);
+        if cleanrl {
+            assert_eq!(s, e * minibatches, "update {at}: CleanRL's rule finishes the epoch");
+            assert!(e == 20.0 || kl > target, "update {at}: stopped after {e} epochs with approx_kl {kl}");
+        } else if s == 20.0 * minibatches {
+            assert!(kl <= 1.5 * target, "update {at}: ran every epoch with approx_kl {kl}");
+        } else {
+            assert!(kl > 1.5 * target, "update {at}: stopped after {s} steps with approx_kl at most {kl}");
+            assert!((e - 1.0) * minibatches <= s && s < e * minibatches, "update {at}: {s} steps in {e} epochs");
+        }
+    }
 }
 
 /// The columns no processor changes: counts, and what the host computes from counts and flags.
@@ -273,8 +365,7 @@ pub fn assert_close(a: &Table, b: &Table, relative: f64, what: &str) -> f64 {
     worst
 }
 
-/// One bad value per numeric flag (at or past its edge) shared by ppo, ppo_atari and
-/// ppo_continuous, with the words the one-line error must contain: the flag and the value.
+/// One bad value per shared numeric flag (at or past its edge), with the words the error must contain.
 pub const SHARED_FLAG_EDGES: &[BadInput] = &[
     (&["--learning-rate", "0"], &[], "'0' for '--learning-rate"),
     (&["--learning-rate", "-0.1"], &[], "'-0.1' for '--learning-rate"),
@@ -336,8 +427,8 @@ pub fn read_scalars(dir: &Path) -> Vec<(String, i64, f64)> {
     out
 }
 
-/// The run's TensorBoard events hold every `group/name` column of updates.csv at its
-/// global_step (as f32, like CleanRL's SummaryWriter) and every episode of episodes.csv.
+/// The run's TensorBoard events hold every `group/name` column of updates.csv at its global_step (as f32, like
+/// CleanRL's SummaryWriter) and every episode of episodes.csv.
 pub fn assert_tensorboard_matches_csvs(run: &Run) {
     assert_tensorboard_matches_dir(&run.dir());
 }
@@ -366,9 +457,8 @@ pub fn assert_tensorboard_matches_dir(dir: &Path) {
     }
 }
 
-/// `--capture-video`: the run's one folder `videos/<run-name>/`, whose name starts with `prefix`
-/// (`<env-id>__<exp-name>__<seed>__`), and its GIF `episode-0.gif`, which must be whole and at least
-/// `min_bytes` long.
+/// `--capture-video`: the run's one folder `videos/<run-name>/`, its name starting with `prefix`, and its whole GIF
+/// `episode-0.gif` of at least `min_bytes`.
 pub fn assert_video_folder(run: &Run, prefix: &str, min_bytes: usize) -> PathBuf {
     let videos: Vec<_> = std::fs::read_dir(run.workdir.path().join("videos")).expect("videos/").collect();
     assert_eq!(videos.len(), 1, "one folder per run");
@@ -383,14 +473,9 @@ pub fn assert_video_folder(run: &Run, prefix: &str, min_bytes: usize) -> PathBuf
     dir
 }
 
-/// Extra 1's rules as the tests' reference (each binary writes its own where it acts): the next learning rate
-/// from the KL and the desired KL, within [1e-5, 1e-2]. rsl_rl's: / 1.5 above twice the desired KL, x 1.5 when
-/// positive and below half of it; the TUM report's (3.6): / 2 above 1.5 x, x 2 below it / 1.5.
-///
-/// One rule for every binary that has it (ppo_noisy writes the TUM one, ppo_continuous and ppo_multilevel
-/// both): the bounds act only in the direction the rate moves, as rsl_rl's `max(1e-5, lr / 1.5)` and
-/// `min(1e-2, lr * 1.5)` do, so a rate given above 1e-2 stays while the KL is in the band
-/// ([`the_rules_hand_worked_cases`]).
+/// Extra 1's rules as the tests' reference: the next learning rate from the KL and the desired KL. rsl_rl's: / 1.5
+/// above twice the desired KL, x 1.5 when positive and below half of it; the TUM report's (3.6): / 2 above 1.5 x,
+/// x 2 below it / 1.5. The bounds [1e-5, 1e-2] act only in the direction the rate moves, as rsl_rl's do.
 pub fn adapt_lr(rule: &str, lr: f64, kl: f64, desired_kl: f64) -> f64 {
     let (down, up, factor) = match rule {
         "tum" => (kl > 1.5 * desired_kl, kl < desired_kl / 1.5, 2.0),
@@ -406,11 +491,9 @@ pub fn adapt_lr(rule: &str, lr: f64, kl: f64, desired_kl: f64) -> f64 {
     }
 }
 
-/// Kills rank `rank` of an `mpirun` job of `bin` running in `dir` with SIGKILL (found by its command
-/// line, its `OMPI_COMM_WORLD_RANK` and its working directory), and waits for `child`, the job: its
-/// output, once it has ended, which must be within 30 seconds.
-pub fn kill_rank_and_wait(child: std::process::Child, bin: &str, dir: &Path, rank: usize) -> std::process::Output {
-    let mut child = child;
+/// Kills rank `rank` of the `mpirun` job `child` of `bin` in `dir` with SIGKILL, and returns the job's output once it
+/// has ended, which must be within 30 seconds.
+pub fn kill_rank_and_wait(mut child: std::process::Child, bin: &str, dir: &Path, rank: usize) -> Output {
     let wanted = format!("OMPI_COMM_WORLD_RANK={rank}");
     let pid = std::fs::read_dir("/proc")
         .expect("/proc")
@@ -423,26 +506,13 @@ pub fn kill_rank_and_wait(child: std::process::Child, bin: &str, dir: &Path, ran
                 && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir)
         })
         .unwrap_or_else(|| panic!("rank {rank}'s process"));
-    let killed = std::time::Instant::now();
     Command::new("kill").args(["-9", &pid.to_string()]).status().expect("kill");
-    loop {
-        if child.try_wait().expect("mpirun").is_some() {
-            return child.wait_with_output().expect("mpirun's output");
-        }
-        assert!(
-            killed.elapsed() < std::time::Duration::from_secs(30),
-            "the job still runs 30 s after rank {rank} died"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    wait_for(30, &format!("end of the job after rank {rank} died"), || child.try_wait().expect("mpirun").is_some());
+    child.wait_with_output().expect("mpirun's output")
 }
 
-/// The tests' pin of libtorch's math kernels: MKL, oneDNN and ATen's own kernels at AVX2, so that
-/// a run takes the same code path on every x86-64 processor with AVX2 that honours the variables.
-/// It narrows the spread between machines, it does not remove it: MKL and oneDNN also choose by
-/// vendor and cache sizes, so committed numbers are compared within tolerances (tests/snapshot.rs,
-/// tests/parity.rs). A variable set outside the tests wins over the pin (a run under another kernel
-/// path, as `.ci/run`'s second pass): the child inherits it.
+/// The tests' pin of libtorch's math kernels: MKL, oneDNN and ATen's own kernels at AVX2, one code path on every
+/// x86-64 processor with AVX2 (docs/tests.md, "What holds where"). A variable set outside the tests wins.
 pub fn kernel_pin() -> Vec<(&'static str, &'static str)> {
     const PIN: [(&str, &str); 4] = [
         ("MKL_ENABLE_INSTRUCTIONS", "AVX2"),

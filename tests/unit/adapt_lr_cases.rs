@@ -1,7 +1,5 @@
-// Extra 1's TUM rule on hand-worked cases, (learning rate, KL, the rate after) with δ = 0.01: both directions,
-// the band's edges, the bounds in the direction the rate moves, and a rate given above the bound (0.05) kept
-// while the KL is in the band. One list, `include!`d by tests/ppo_noisy.rs (the reference every binary is held
-// to) and tests/unit/ppo_noisy.rs (ppo_noisy's own rule).
+// Extra 1's TUM rule on hand-worked cases, (learning rate, KL, the rate after) with δ = 0.01, `include!`d by
+// tests/ppo_noisy.rs (the reference every binary is held to) and tests/unit/ppo_noisy.rs (ppo_noisy's own rule).
 [
     (1e-3, 0.001, 2e-3),
     (1e-3, 0.02, 5e-4),

@@ -4,11 +4,9 @@
 
 use super::*;
 
-/// Each kind's weight noise ε_w (Noisy 1), read back through `forward` (inputs e_j, the draw's bias part taken
-/// off, then μ_w, then σ_w divided out), for every layer shape the binary builds (the classic-control ids' 2,
-/// 4 and 6 inputs, 2 and 3 actions): independent, one N(0, 1) per weight, magnitudes along a row
-/// uncorrelated, full rank; factorised, f(ε_out) f(ε_in)ᵀ: variance E|z| = 2/π, magnitudes along a row
-/// correlated (about 0.46, through the row's shared f(ε_out)), rank one.
+/// Each kind's weight noise ε_w (Noisy 1), read back through `forward`, for every layer shape the binary builds:
+/// independent, one N(0, 1) per weight, magnitudes along a row uncorrelated, full rank; factorised, f(ε_out)
+/// f(ε_in)ᵀ: variance E|z| = 2/π, magnitudes along a row correlated (about 0.46), rank one.
 #[test]
 fn each_layer_draws_its_kinds_noise() {
     tch::manual_seed(0);
@@ -53,9 +51,8 @@ fn correlation(a: &[f64], b: &[f64]) -> f64 {
     cov / (va * vb).sqrt()
 }
 
-/// Extra 1's rule on hand-worked cases, the same that `tests/ppo_noisy.rs` holds the reference of every
-/// binary's rule to (`common::adapt_lr`, `the_rules_hand_worked_cases`): both directions, the band's edges,
-/// the bounds in the direction the rate moves, and a rate given above the bound kept while the KL is in the band.
+/// Extra 1's rule on the hand-worked cases `tests/ppo_noisy.rs` holds every binary's reference to
+/// (`the_rules_hand_worked_cases`): both directions, the band's edges, the bounds, a rate above the bound kept.
 #[test]
 fn the_reports_rule_on_hand_worked_cases() {
     let cases: [(f64, f64, f64); 8] = include!("adapt_lr_cases.rs");
