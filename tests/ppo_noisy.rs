@@ -23,7 +23,10 @@ fn every_noise_setting_keeps_ratio_one_and_repeats() {
             let r = run(BIN, &given);
             let updates = r.assert_ok().csv("updates.csv");
             assert_eq!(updates.rows.len(), 8, "{given:?}");
-            common::assert_ratio_one(&updates, 50);
+            common::assert_ratio_one(&updates, 0);
+            // the noise moves the policy more than ppo's updates do: up to 0.022 at seed 1
+            let kl = updates.col("losses/approx_kl");
+            assert!(kl.iter().all(|&kl| kl.is_finite() && kl < 0.03), "{given:?}: approx_kl {kl:?}");
             assert_ne!(metrics(&r).0, metrics(none.assert_ok()).0, "{given:?}: the noise changes nothing");
             if noisy == "both" {
                 assert_eq!(metrics(&r), metrics(&run(BIN, &given)), "{given:?}: same seed, other metrics");
