@@ -281,7 +281,7 @@ fn main() {
         let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
 
         // Core 5: GAE, as a plain loop on the host
-        let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // as Python multiplies
+        let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // Python's f64
         let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
         for t in (0..num_steps).rev() {

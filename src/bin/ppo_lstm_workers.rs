@@ -204,9 +204,9 @@ impl Agent {
         let (hidden, lstm_state) = self.get_states(x, lstm_state, done, ended);
         let logits = self.actor.forward(&hidden);
         let logits = &logits - logits.logsumexp(-1, true); // normalized, as Categorical keeps them
-        let probs = || logits.softmax(-1, Kind::Float);
-        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs()), |a| a.shallow_clone());
-        // log_prob, then entropy, op for op in Categorical's order: autograd adds their gradients in that order
+        let probs_once = std::cell::OnceCell::new(); // made where Categorical makes it: autograd adds in that order
+        let probs = || probs_once.get_or_init(|| logits.softmax(-1, Kind::Float));
+        let action = action.map_or_else(|| ppo_details::categorical_sample(probs()), |a| a.shallow_clone());
         let log_prob = logits.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
         let entropy = -(logits.clamp_min(f32::MIN as f64) * probs()).sum_dim_intlist(-1, false, Kind::Float);
         (action, log_prob, entropy, self.critic.forward(&hidden), lstm_state)
@@ -318,7 +318,7 @@ fn main() {
                 tch::no_grad(|| agent.get_action_and_value(&next_obs, &next_lstm_state, &next_done_t, &[false], None));
             next_lstm_state = lstm_state;
             values[step] = value;
-            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs); // the step's one copy down
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs); // one copy per step
             actions[step] = action;
             logprobs[step] = logprob;
 
@@ -374,7 +374,7 @@ fn main() {
         let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
 
         // Core 5: GAE, as a plain loop on the host
-        let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // as Python multiplies
+        let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // Python's f64
         let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
         for t in (0..num_steps).rev() {

@@ -162,9 +162,9 @@ fn categorical_masked(logits: &Tensor, mask: Option<&Tensor>, action: Option<&Te
         None => logits.shallow_clone(),
     };
     let logits = &logits - logits.logsumexp(-1, true); // normalized, as Categorical keeps them
-    let probs = || logits.softmax(-1, Kind::Float);
-    let action = action.map_or_else(|| ppo_details::categorical_sample(&probs()), |a| a.shallow_clone());
-    // log_prob, then entropy, op for op in Categorical's order: autograd adds their gradients in that order
+    let probs_once = std::cell::OnceCell::new(); // made where Categorical makes it: autograd adds in that order
+    let probs = || probs_once.get_or_init(|| logits.softmax(-1, Kind::Float));
+    let action = action.map_or_else(|| ppo_details::categorical_sample(probs()), |a| a.shallow_clone());
     let log_prob = logits.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
     let p_log_p = match mask {
         // Aux 4: the entropy sums over the valid entries only
@@ -244,8 +244,7 @@ fn main() {
             let mask = args.invalid_action_masking.then_some(&next_mask);
             let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None, mask));
             values[step] = value;
-            // the step's one copy down: the actions, for the envs
-            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * nvec.len());
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs * nvec.len()); // one copy per step
             actions[step] = action;
             logprobs[step] = logprob;
 
@@ -265,7 +264,7 @@ fn main() {
         let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
 
         // Core 5: GAE, as a plain loop on the host
-        let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // as Python multiplies
+        let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // Python's f64
         let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
         for t in (0..num_steps).rev() {

@@ -338,8 +338,7 @@ fn main() {
                 actions[step] = action;
                 logprobs[step] = logprob;
 
-                // CleanRL's `next_obs, reward, terminations, truncations, infos = envs.step(action)`: the
-                // envs write envs.obs, envs.rewards, envs.terminated, envs.truncated, envs.finished
+                // CleanRL's `envs.step(action)`: it writes envs.obs, .rewards, .terminated, .truncated, .finished
                 envs.step(Action::Continuous(&action_buf)); // Continuous 5: the unclipped sample is stored
                 rewards[step].copy_from_slice(&envs.rewards);
                 for e in
@@ -383,7 +382,7 @@ fn main() {
                 let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
 
                 // Core 5: GAE, as a plain loop on the host
-                let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // as Python's
+                let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // Python's f64
                 let mut advantages = vec![0f32; batch_size];
                 let mut lastgaelam = vec![0f32; num_envs];
                 for t in (0..num_steps).rev() {
@@ -435,11 +434,9 @@ fn main() {
             epochs += 1;
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (numpy's shuffle, PPO_TRACE keeps it)
             // Multilevel 5: one permutation per level, for its main and sync batches alike
-            let mut perm = |inds: &mut Vec<i64>| {
-                np_random.shuffle(inds);
-                trace.order(Tensor::from_slice(inds).to_device(device))
-            };
-            let perms: Vec<Tensor> = level_inds.iter_mut().map(&mut perm).collect();
+            level_inds.iter_mut().for_each(|inds| np_random.shuffle(inds));
+            let perm = |inds: &Vec<i64>| trace.order(Tensor::from_slice(inds).to_device(device));
+            let perms: Vec<Tensor> = level_inds.iter().map(perm).collect();
             for start in 0..num_minibatches {
                 // Multilevel 5: every batch's minibatch on the same indices of its level's permutation, all through
                 // the network in one forward pass (and so one backward pass), then one optimizer step

@@ -179,9 +179,9 @@ impl Agent {
     fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
         let logits = self.actor.forward(x);
         let logits = &logits - logits.logsumexp(-1, true); // normalized, as Categorical keeps them
-        let probs = || logits.softmax(-1, Kind::Float);
-        let action = action.map_or_else(|| ppo_details::categorical_sample(&probs()), |a| a.shallow_clone());
-        // log_prob, then entropy, op for op in Categorical's order: autograd adds their gradients in that order
+        let probs_once = std::cell::OnceCell::new(); // made where Categorical makes it: autograd adds in that order
+        let probs = || probs_once.get_or_init(|| logits.softmax(-1, Kind::Float));
+        let action = action.map_or_else(|| ppo_details::categorical_sample(probs()), |a| a.shallow_clone());
         let log_prob = logits.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
         let entropy = -(logits.clamp_min(f32::MIN as f64) * probs()).sum_dim_intlist(-1, false, Kind::Float);
         [action, log_prob, entropy, self.get_value(x)]
@@ -259,7 +259,7 @@ fn main() {
 
             let [action, logprob, _, value] = tch::no_grad(|| agent.get_action_and_value(&next_obs, None));
             values[step] = value;
-            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs); // the step's one copy down
+            action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs); // one copy per step
             actions[step] = action;
             logprobs[step] = logprob;
 
@@ -279,7 +279,7 @@ fn main() {
         let values_host = to_host(&Tensor::cat(&values, 0)); // row step * num_envs + env
 
         // Core 5: GAE, as a plain loop on the host
-        let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // as Python multiplies
+        let (gamma, gamma_lambda) = (args.gamma as f32, (args.gamma * args.gae_lambda) as f32); // Python's f64
         let mut advantages = vec![0f32; batch_size];
         let mut lastgaelam = vec![0f32; num_envs];
         for t in (0..num_steps).rev() {
@@ -317,16 +317,14 @@ fn main() {
         let mut logged = Vec::new(); // Seeds 3: each seed's values where it stopped
         let mut stepped_minibatches = vec![0; args.num_seeds]; // Seeds 3: and the minibatches it stepped on
         let mean = |t: Tensor| t.view([num_seeds, -1]).mean_dim(-1, false, Kind::Float); // Seeds 3: each seed's own
-        let mut seed_inds: Vec<Vec<i64>> = vec![(0..seed_batch as i64).collect(); args.num_seeds];
+        let mut b_inds: Vec<Vec<i64>> = vec![(0..seed_batch as i64).collect(); args.num_seeds];
         for _epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (numpy's shuffle, PPO_TRACE keeps it)
-            let mut order = |inds: &mut Vec<i64>| {
-                np_random.shuffle(inds);
-                trace.order(Tensor::from_slice(inds).to_device(device))
-            };
+            b_inds.iter_mut().for_each(|inds| np_random.shuffle(inds));
+            let mut order = |k: i64| trace.order(Tensor::from_slice(&b_inds[k as usize]).to_device(device));
             // Seeds 3: an order per seed over its own rows (from k * seed_batch on); a minibatch: each seed's next rows
-            let orders = seed_inds.iter_mut().enumerate().map(|(k, inds)| order(inds) + (k * seed_batch) as i64);
-            let b_inds = Tensor::stack(&orders.collect::<Vec<_>>(), 0);
+            let b_inds =
+                Tensor::stack(&(0..num_seeds).map(|k| order(k) + k * seed_batch as i64).collect::<Vec<_>>(), 0);
             let b_inds = b_inds.unflatten(1, [args.num_minibatches as i64, -1]).transpose(0, 1).flatten(0, 2);
             let live = Tensor::from_slice(&stepping).to_device(device); // Seeds 3: the seeds stepping as it starts
             for start in (0..batch_size).step_by(minibatch_size) {
