@@ -162,7 +162,7 @@ fn main() {
     };
     let mut vs = nn::VarStore::new(device);
     let agent = Agent::new(&vs.root(), obs_dim, n_actions);
-    // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's math over one flat vector; the rate comes at step(lr))
+    // Core 3: Adam with epsilon 1e-5 (torch.optim.Adam's steps, per parameter; the rate comes at step(lr))
     let mut optimizer = FlatAdam::new(&vs, 1e-5);
     // TRY NOT TO MODIFY: --resume loads the checkpoint's weights, Adam, counters, statistics (&[]: none), cuts logs
     let from = Start::new(&args, num_iterations, &mut optimizer, &[]).or_exit();

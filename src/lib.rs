@@ -2,7 +2,7 @@
 //! CleanRL takes `torch.optim`, `SummaryWriter`, `tyro` and `cleanrl_utils` from its libraries. Every
 //! PPO detail lives in the binaries, at the line where it acts; nothing here names a binary.
 //!
-//! - [`optim`]: Adam over one flat vector of the parameters, and gradient-norm clipping.
+//! - [`optim`]: torch.optim.Adam's steps on the parameters held in one flat vector, and gradient-norm clipping.
 //! - [`cli`]: the experiment's flags and their parsing (with `--resume`'s arguments), the combinations of flags
 //!   that cannot work, [`experiment!`] and the thread defaults it names ([`all_cores`]); how a process ends
 //!   ([`fail`]: one line and an exit code).

@@ -46,19 +46,17 @@ impl FlatAdam {
         let zero =
             Tensor::stack(&params.iter().map(|p| p.sum(Kind::Float)).collect::<Vec<_>>(), 0).sum(Kind::Float) * 0.0;
         zero.backward();
+        let mut slices = Vec::new();
         tch::no_grad(|| {
             let mut offset = 0;
             for p in params.iter_mut() {
                 let (numel, shape) = (p.numel() as i64, p.size());
                 p.set_data(&flat.narrow(0, offset, numel).view(shape.as_slice()));
                 p.grad().set_data(&grad.narrow(0, offset, numel).view(shape.as_slice()));
+                slices.push((offset, numel));
                 offset += numel;
             }
         });
-        let slices = params
-            .iter()
-            .scan(0, |offset, p| Some((std::mem::replace(offset, *offset + p.numel() as i64), p.numel() as i64)))
-            .collect();
         let seeds = None;
         FlatAdam { m: flat.zeros_like(), v: flat.zeros_like(), flat, grad, t: 0, seeds, eps, slices, torch_order }
     }
