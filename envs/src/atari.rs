@@ -1,23 +1,37 @@
-//! Atari 2600 games through the real Arcade Learning Environment (ALE 0.6, built from source by
-//! the crate ale-sys), and the preprocessing wrappers CleanRL's `ppo_atari` puts around them,
-//! written to match stable-baselines3's and gymnasium 0.29's (see `tests/atari.rs`).
+//! Atari 2600 games through the real Arcade Learning Environment (ALE 0.10.1, whose emulator is ale-py 0.8.1's and
+//! 0.9.0's, built from source by envs/build.rs), and the preprocessing wrappers CleanRL's `ppo_atari` puts around
+//! them, written to match stable-baselines3's and gymnasium 0.29's (see `tests/atari.rs`).
 //!
 //! Observations are u8 pixels; the agent does the scaling.
 
 use crate::env::forward;
+use crate::numpy::{Pcg64, SeedSequence};
 use crate::{Action, Env, EnvError, Space, Step};
-use ale_sys::{
-    act, game_over, getEpisodeFrameNumber, getMinimalActionSet, getMinimalActionSize, getScreenRGB, lives, loadROM,
-    reset_game, setFloat, setInt, setLoggerMode, ALEInterface, ALE_del, ALE_new,
-};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use std::ffi::CString;
+use std::ffi::{c_char, c_float, c_int, CStr, CString};
 use std::path::{Path, PathBuf};
 
-/// The screen: 210 rows of 160 RGB pixels.
-pub const HEIGHT: usize = 210;
-pub const WIDTH: usize = 160;
+/// One emulator, behind the C functions of `src/cpp/ale.cpp`.
+#[repr(C)]
+struct AleInterface {
+    _private: [u8; 0],
+}
+
+extern "C" {
+    fn ale_new() -> *mut AleInterface;
+    fn ale_delete(ale: *mut AleInterface);
+    fn ale_set_int(ale: *mut AleInterface, key: *const c_char, value: c_int);
+    fn ale_set_float(ale: *mut AleInterface, key: *const c_char, value: c_float);
+    fn ale_load_rom(ale: *mut AleInterface, path: *const c_char, error: *mut c_char, size: usize) -> c_int;
+    fn ale_reset_game(ale: *mut AleInterface);
+    fn ale_act(ale: *mut AleInterface, action: c_int) -> c_int;
+    fn ale_game_over(ale: *mut AleInterface) -> bool;
+    fn ale_game_truncated(ale: *mut AleInterface) -> bool;
+    fn ale_lives(ale: *mut AleInterface) -> c_int;
+    fn ale_minimal_actions(ale: *mut AleInterface, out: *mut c_int, size: usize) -> usize;
+    fn ale_screen_dims(ale: *mut AleInterface, height: *mut usize, width: *mut usize);
+    fn ale_screen_rgb(ale: *mut AleInterface, out: *mut u8);
+}
+
 /// ale-py registers the v4 ids with a limit of 108,000 frames (30 minutes of play) per episode.
 pub const MAX_FRAMES_PER_EPISODE: i32 = 108_000;
 /// ALE's action number for FIRE.
@@ -30,7 +44,7 @@ pub fn rom_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("PPO_DETAILS_DEFAULT_ROM_DIR")))
 }
 
-/// The 62 games ale-py 0.9 registers as `<Game>NoFrameskip-v4`, by ROM name (ALE 0.6 knows them all).
+/// The 62 games ale-py 0.9 registers as `<Game>NoFrameskip-v4`, by ROM name.
 pub const V4_GAMES: &[&str] = &[
     "adventure",
     "air_raid",
@@ -106,22 +120,24 @@ pub fn rom_name(env_id: &str) -> Option<&'static str> {
 
 /// One ALE emulator running a `<Game>NoFrameskip-v4` game as ale-py registers it: frameskip 1,
 /// no sticky actions (repeat_action_probability 0), the minimal action set, truncation after
-/// 108,000 frames. Observations are the RGB screen.
+/// 108,000 frames (ALE's `max_num_frames_per_episode`). Observations are the RGB screen, 210 x 160 in most games
+/// (Adventure's is 250 x 160).
 pub struct AtariEnv {
-    ale: *mut ALEInterface,
+    ale: *mut AleInterface,
     rom: CString,
     actions: Vec<i32>,
+    /// the screen's rows and columns
+    height: usize,
+    width: usize,
 }
 
 // The emulator is only ever used by the thread that owns the env.
 unsafe impl Send for AtariEnv {}
 
-/// ALE 0.6 is not thread-safe while it builds a console: every `loadROM` writes the process-wide
-/// `Cartridge::myAboutString` (Cart.cxx, `Cartridge::create`) and reads it back (Console.cxx), and
-/// two loads at once can free its buffer twice (heap corruption, then SIGSEGV or SIGABRT).
-/// `VecEnv::reset(Some(seed))` reloads the ROM of every env (as ale-py does to apply a seed), on
-/// several threads when `--env-threads` > 1, so every `ALE_new` / `loadROM` holds this lock.
-/// Stepping (`act`, `getScreenRGB`, ...) touches only the env's own emulator and stays unlocked.
+/// ALE's logger and its ROM loading share process-wide state (the log mode, the properties of known ROMs).
+/// `VecEnv::reset(Some(seed))` reloads the ROM of every env (as ale-py does to apply a seed), on several threads
+/// when `--env-threads` > 1, so every `ale_new` and `ale_load_rom` holds this lock. Stepping (`act`, the screen,
+/// ...) touches only the env's own emulator and stays unlocked.
 static ALE_LOAD: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn ale_load_lock() -> std::sync::MutexGuard<'static, ()> {
@@ -155,17 +171,34 @@ impl AtariEnv {
         let rom = CString::new(path.to_string_lossy().as_bytes())
             .map_err(|_| EnvError(format!("bad ROM path {}", path.display())))?;
         let _load = ale_load_lock();
-        unsafe {
-            setLoggerMode(2); // errors only: no banner per emulator
-            let ale = ALE_new();
-            let key = |k: &str| CString::new(k).expect("no NUL in key");
-            setFloat(ale, key("repeat_action_probability").as_ptr(), 0.0);
-            setInt(ale, key("frame_skip").as_ptr(), 1);
-            loadROM(ale, rom.as_ptr());
-            let mut actions = vec![0; getMinimalActionSize(ale) as usize];
-            getMinimalActionSet(ale, actions.as_mut_ptr());
-            Ok(AtariEnv { ale, rom, actions })
+        let ale = unsafe { ale_new() };
+        if ale.is_null() {
+            return Err(EnvError("ALE could not make an emulator".into()));
         }
+        // the env owns the emulator from here: an error below frees it
+        let mut env = AtariEnv { ale, rom, actions: Vec::new(), height: 0, width: 0 };
+        let key = |k: &str| CString::new(k).expect("no NUL in key");
+        unsafe {
+            ale_set_float(ale, key("repeat_action_probability").as_ptr(), 0.0);
+            ale_set_int(ale, key("frame_skip").as_ptr(), 1);
+            ale_set_int(ale, key("max_num_frames_per_episode").as_ptr(), MAX_FRAMES_PER_EPISODE);
+        }
+        env.load_rom()?;
+        let mut actions = [0; 32];
+        let n = unsafe { ale_minimal_actions(ale, actions.as_mut_ptr(), actions.len()) };
+        env.actions = actions[..n.min(actions.len())].to_vec();
+        unsafe { ale_screen_dims(ale, &mut env.height, &mut env.width) };
+        Ok(env)
+    }
+
+    /// Loads (or reloads) the ROM: a new console, its game at the start. The caller holds the load lock.
+    fn load_rom(&mut self) -> Result<(), EnvError> {
+        let mut error = [0 as c_char; 512];
+        if unsafe { ale_load_rom(self.ale, self.rom.as_ptr(), error.as_mut_ptr(), error.len()) } != 0 {
+            let reason = unsafe { CStr::from_ptr(error.as_ptr()) }.to_string_lossy();
+            return Err(EnvError(format!("ALE cannot load {}: {reason}", self.rom.to_string_lossy())));
+        }
+        Ok(())
     }
 
     /// Whether FIRE is one of the game's actions (CleanRL adds FireReset only then).
@@ -176,15 +209,15 @@ impl AtariEnv {
     /// The RGB screen into `obs`, unless the caller passed no buffer.
     fn screen(&self, obs: &mut [u8]) {
         if !obs.is_empty() {
-            assert_eq!(obs.len(), HEIGHT * WIDTH * 3);
-            unsafe { getScreenRGB(self.ale, obs.as_mut_ptr()) }
+            assert_eq!(obs.len(), self.height * self.width * 3);
+            unsafe { ale_screen_rgb(self.ale, obs.as_mut_ptr()) }
         }
     }
 }
 
 impl Drop for AtariEnv {
     fn drop(&mut self) {
-        unsafe { ALE_del(self.ale) }
+        unsafe { ale_delete(self.ale) }
     }
 }
 
@@ -192,9 +225,9 @@ impl Env for AtariEnv {
     type Obs = u8;
     fn observation_space(&self) -> Space {
         Space::Box {
-            shape: vec![HEIGHT, WIDTH, 3],
-            low: vec![0.0; HEIGHT * WIDTH * 3],
-            high: vec![255.0; HEIGHT * WIDTH * 3],
+            shape: vec![self.height, self.width, 3],
+            low: vec![0.0; self.height * self.width * 3],
+            high: vec![255.0; self.height * self.width * 3],
         }
     }
     fn action_space(&self) -> Space {
@@ -202,31 +235,32 @@ impl Env for AtariEnv {
     }
     fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
         if let Some(seed) = seed {
-            // as ale-py: a new seed reloads the game with it
+            // as ale-py: a new seed reloads the game with it (ALE's own seed: sticky actions only, none here)
+            let (_, ale_seed) = ale_py_seeds(seed);
             let _load = ale_load_lock();
-            unsafe {
-                let key = CString::new("random_seed").expect("no NUL");
-                setInt(self.ale, key.as_ptr(), (seed % i32::MAX as u64) as i32);
-                loadROM(self.ale, self.rom.as_ptr());
+            let key = CString::new("random_seed").expect("no NUL");
+            unsafe { ale_set_int(self.ale, key.as_ptr(), ale_seed) };
+            if let Err(e) = self.load_rom() {
+                panic!("{e}"); // it loaded at construction: the ROM changed under the run
             }
         }
-        unsafe { reset_game(self.ale) };
+        unsafe { ale_reset_game(self.ale) };
         self.screen(obs);
     }
     fn step(&mut self, action: Action, obs: &mut [u8]) -> Step {
-        let reward = unsafe { act(self.ale, self.actions[action.discrete()]) };
+        let reward = unsafe { ale_act(self.ale, self.actions[action.discrete()]) };
         self.screen(obs);
-        let terminated = unsafe { game_over(self.ale) };
-        let truncated = !terminated && unsafe { getEpisodeFrameNumber(self.ale) } >= MAX_FRAMES_PER_EPISODE;
+        let terminated = unsafe { ale_game_over(self.ale) };
+        let truncated = unsafe { ale_game_truncated(self.ale) };
         Step { reward: reward as f64, terminated, truncated, episode: None }
     }
     fn lives(&self) -> u32 {
-        unsafe { lives(self.ale) }.max(0) as u32
+        unsafe { ale_lives(self.ale) }.max(0) as u32
     }
     fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
-        rgb.resize(HEIGHT * WIDTH * 3, 0);
+        rgb.resize(self.height * self.width * 3, 0);
         self.screen(rgb);
-        Some((WIDTH, HEIGHT))
+        Some((self.width, self.height))
     }
 }
 
@@ -286,11 +320,19 @@ impl Env for Game {
     }
 }
 
-/// Atari 1: NoopResetEnv: after a reset, play NOOP (action 0) a random 1..=noop_max times.
+/// ale-py's seeding of `reset(seed=seed)`: `SeedSequence(seed).generate_state(2)` makes two words. The first seeds the
+/// env's `np_random` (numpy's Generator on PCG64); the second, as an int32, is ALE's `random_seed`.
+pub fn ale_py_seeds(seed: u64) -> (Pcg64, i32) {
+    let words = SeedSequence::new(seed).generate_state_u32(2);
+    (Pcg64::new(u64::from(words[0])), words[1] as i32)
+}
+
+/// Atari 1: NoopResetEnv: after a reset, play NOOP (action 0) a random 1..=noop_max times. The count comes from the
+/// game's `np_random`, as ale-py seeds it ([`ale_py_seeds`]), so a seed gives CleanRL's counts.
 pub struct NoopReset<E> {
     inner: E,
     noop_max: u32,
-    rng: ChaCha8Rng,
+    np_random: Pcg64,
     /// Counts to use instead of random ones, in turn (to replay a reference run).
     replay: Vec<u32>,
     replayed: usize,
@@ -298,7 +340,7 @@ pub struct NoopReset<E> {
 
 impl<E: Env> NoopReset<E> {
     pub fn new(inner: E, noop_max: u32) -> Self {
-        NoopReset { inner, noop_max, rng: ChaCha8Rng::seed_from_u64(0), replay: Vec::new(), replayed: 0 }
+        NoopReset { inner, noop_max, np_random: Pcg64::new(0), replay: Vec::new(), replayed: 0 }
     }
 
     /// Uses these no-op counts, one per reset, instead of drawing them (then draws again).
@@ -306,19 +348,24 @@ impl<E: Env> NoopReset<E> {
         self.replay = counts;
         self
     }
+
+    /// The inner reset; a seeded one reseeds the game's `np_random`, as ale-py's reset does.
+    fn reset_inner(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
+        if let Some(seed) = seed {
+            self.np_random = ale_py_seeds(seed).0;
+        }
+        self.inner.reset(seed, obs);
+    }
 }
 
 impl<E: Env> Env for NoopReset<E> {
     type Obs = E::Obs;
     forward!(observation_space -> Space, action_space -> Space, lives -> u32);
     fn reset(&mut self, seed: Option<u64>, obs: &mut [E::Obs]) {
-        if let Some(seed) = seed {
-            self.rng = ChaCha8Rng::seed_from_u64(seed);
-        }
-        self.inner.reset(seed, obs);
+        self.reset_inner(seed, obs);
         let noops = match self.replay.get(self.replayed) {
             Some(&n) => n,
-            None => self.rng.gen_range(1..=self.noop_max),
+            None => self.np_random.integers(1, i64::from(self.noop_max) + 1) as u32,
         };
         self.replayed += 1;
         for i in 0..noops {
@@ -326,7 +373,7 @@ impl<E: Env> Env for NoopReset<E> {
             let target = if i + 1 == noops { &mut *obs } else { &mut [] };
             let step = self.inner.step(Action::Discrete(&[0]), target);
             if step.terminated || step.truncated {
-                self.inner.reset(None, obs);
+                self.reset_inner(seed, obs); // the same arguments, the seed too, as SB3's wrapper
             }
         }
     }
@@ -625,8 +672,8 @@ impl<E: Env<Obs = u8>> Env for ResizeObservation<E> {
     }
 }
 
-/// Atari 5 (second half): gymnasium's GrayScaleObservation: OpenCV's RGB->gray for u8,
-/// (4899 R + 9617 G + 1868 B + 2^13) >> 14, i.e. 0.299 R + 0.587 G + 0.114 B rounded.
+/// Atari 5 (second half): gymnasium's GrayScaleObservation: OpenCV 4's RGB->gray for u8, in 15-bit fixed point,
+/// (9798 R + 19235 G + 3735 B + 2^14) >> 15, i.e. 0.299 R + 0.587 G + 0.114 B rounded.
 pub struct GrayScale<E> {
     inner: E,
     shape: (usize, usize),
@@ -643,7 +690,7 @@ impl<E: Env<Obs = u8>> GrayScale<E> {
 
     fn gray(&self, out: &mut [u8]) {
         for (o, px) in out.iter_mut().zip(self.frame.chunks_exact(3)) {
-            *o = ((4899 * px[0] as u32 + 9617 * px[1] as u32 + 1868 * px[2] as u32 + (1 << 13)) >> 14) as u8;
+            *o = ((9798 * px[0] as u32 + 19235 * px[1] as u32 + 3735 * px[2] as u32 + (1 << 14)) >> 15) as u8;
         }
     }
 }
