@@ -28,6 +28,17 @@ fn same_seed_same_metrics_with_one_or_two_env_threads() {
     common::assert_same_metrics(&a, &b, &c);
 }
 
+/// Native Seaquest and Gymnasium's (ale-py in Python processes) are the same run: the same seed gives the same
+/// metrics and episodes. Seaquest's emulator draws random numbers, so this needs ale-py's emulator natively.
+#[test]
+fn native_and_gymnasiums_seaquest_are_the_same_run() {
+    let args = ["--total-timesteps", "2048", "--seed", "3"];
+    let native = run(BIN, &[&args[..], &["--env-id", "SeaquestNoFrameskip-v4"]].concat());
+    let gymnasium = run(BIN, &[&args[..], &["--env-id", "gymnasium:SeaquestNoFrameskip-v4"]].concat());
+    let other_seed = run(BIN, &["--total-timesteps", "2048", "--seed", "4", "--env-id", "SeaquestNoFrameskip-v4"]);
+    common::assert_same_metrics(&native, &gymnasium, &other_seed);
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
     assert_bad_input(BIN, common::SHARED_FLAG_EDGES);
