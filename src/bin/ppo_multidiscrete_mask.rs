@@ -117,8 +117,8 @@ fn small_cnn(net: &nn::Path, [h, w, c]: [i64; 3]) -> nn::Sequential {
 // one trunk shared by the policy and value heads (Core 13's other choice): the blog's small CNN
 struct Agent {
     network: nn::Sequential,
-    critic: nn::Linear,
     actor: nn::Linear,
+    critic: nn::Linear,
     nvec: Vec<i64>, // the number of choices of each action component
 }
 
@@ -129,8 +129,9 @@ impl Agent {
         let network = nn::seq()
             .add_fn(move |x| x.view([-1, h, w, c]).permute([0, 3, 1, 2]))
             .add(small_cnn(&(p / "network"), [h, w, c]));
-        let actor = layer_init(p / "actor", 128, nvec.iter().sum(), 0.01);
-        Agent { network, critic: layer_init(p / "critic", 128, 1, 1.0), actor, nvec }
+        let actor = layer_init(p / "actor", 128, nvec.iter().sum(), 0.01); // before the critic: the blog's order
+        let critic = layer_init(p / "critic", 128, 1, 1.0);
+        Agent { network, actor, critic, nvec }
     }
 
     fn get_value(&self, x: &Tensor) -> Tensor {
