@@ -34,8 +34,9 @@ impl FlatAdam {
     /// one block at the start of their storage (ATen's `try_get_weight_buf`), and PyTorch warns and
     /// copies them at every call otherwise. `eps` is Adam's epsilon.
     pub fn new(vs: &nn::VarStore, eps: f64) -> FlatAdam {
+        let made = vs.trainable_variables().iter().map(|t| t.data_ptr() as usize).collect::<Vec<_>>();
         lstm_weights_first(vs);
-        let torch_order = torch_order(vs);
+        let torch_order = torch_order(vs, &made);
         let mut params = vs.trainable_variables();
         let (flat, grad) = tch::no_grad(|| {
             let flat = Tensor::cat(&params.iter().map(|p| p.flatten(0, -1)).collect::<Vec<_>>(), 0);
@@ -197,13 +198,18 @@ pub(crate) struct Seeds {
     pub(crate) stopped_at: Vec<usize>,
 }
 
-/// The VarStore's trainable variables in torch's order: as they are, but a `<layer>.bias` right before its
-/// `<layer>.weight` goes after it (nn.Linear registers its weight first).
-fn torch_order(vs: &nn::VarStore) -> Vec<usize> {
+/// The VarStore's trainable variables in torch's order: in the order they were made (`made`, their data pointers:
+/// an LSTM's weights moved first are not first for torch), but a `<layer>.bias` right before its `<layer>.weight`
+/// goes after it (nn.Linear registers its weight first). Indices into the trainable variables as they are now.
+fn torch_order(vs: &nn::VarStore, made: &[usize]) -> Vec<usize> {
     let vars = vs.variables_.lock().expect("the VarStore's lock (one thread)");
-    let name = |t: &Tensor| vars.named_variables.iter().find(|(_, v)| v.data_ptr() == t.data_ptr()).map(|(n, _)| n);
-    let names: Vec<Option<&String>> = vars.trainable_variables.iter().map(|v| name(&v.tensor)).collect();
-    let mut order: Vec<usize> = (0..names.len()).collect();
+    let now: Vec<usize> = vars.trainable_variables.iter().map(|v| v.tensor.data_ptr() as usize).collect();
+    let mut order: Vec<usize> = made.iter().filter_map(|p| now.iter().position(|q| q == p)).collect();
+    let name = |i: usize| {
+        let t = &vars.trainable_variables[i].tensor;
+        vars.named_variables.iter().find(|(_, v)| v.data_ptr() == t.data_ptr()).map(|(n, _)| n)
+    };
+    let names: Vec<Option<&String>> = order.iter().map(|&i| name(i)).collect();
     let mut i = 0;
     while i + 1 < names.len() {
         let layer = names[i].and_then(|n| n.strip_suffix(".bias"));
@@ -270,6 +276,24 @@ mod tests {
             }
             let _ = &_lstm.seq(&Tensor::zeros([2, 3, input], (Kind::Float, Device::Cpu)));
         }
+    }
+
+    /// Clipping adds the parameters' norms in `module.parameters()`'s order: as made, each weight before its bias,
+    /// the LSTM's where it was made (its weights lead the flat vector, not this order).
+    #[test]
+    fn clipping_takes_the_parameters_in_torchs_order() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let _network = nn::linear(vs.root() / "network", 4, 8, Default::default());
+        let _lstm = nn::lstm(vs.root() / "lstm", 8, 16, Default::default());
+        let _actor = nn::linear(vs.root() / "actor", 16, 2, Default::default());
+        let optimizer = FlatAdam::new(&vs, 1e-5);
+        let (vars, trainable) = (vs.variables(), vs.trainable_variables());
+        let name =
+            |i: usize| vars.iter().find(|(_, t)| t.data_ptr() == trainable[i].data_ptr()).map(|(n, _)| n.clone());
+        let names: Vec<_> = optimizer.torch_order.iter().map(|&i| name(i).unwrap_or_default()).collect();
+        let lstm = ["lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_ih_l0", "lstm.bias_hh_l0"];
+        let want = [&["network.weight", "network.bias"][..], &lstm, &["actor.weight", "actor.bias"]].concat();
+        assert_eq!(names, want);
     }
 
     /// Without an LSTM the order is the VarStore's, unchanged.

@@ -102,11 +102,14 @@ fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
     layer
 }
 
-/// Core 2 for convolutions: orthogonal (out, in*k*k) kernels as torch makes them, zero biases.
+/// Core 2 for convolutions: orthogonal (out, in*k*k) kernels as torch makes them, zero biases (over nn.Conv2d's own
+/// init: the RNG draws both)
 fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Conv2D {
-    let config = nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() };
+    let bound = 1.0 / ((c_in * k * k) as f64).sqrt(); // nn.Conv2d's bias range
+    let config = nn::ConvConfig { stride, bs_init: nn::Init::Uniform { lo: -bound, up: bound }, ..Default::default() };
     let mut conv = nn::conv2d(p, c_in, c_out, k, config);
     conv.ws.init(nn::Init::Orthogonal { gain: 2f64.sqrt() });
+    tch::no_grad(|| conv.bs.as_mut().map(|bias| bias.fill_(0.0)));
     conv
 }
 
@@ -126,19 +129,20 @@ fn nature_cnn(net: &nn::Path, c_in: i64) -> nn::Sequential {
 // Atari 8: one Nature-CNN trunk shared by the policy and value heads (Core 13's other choice)
 struct Agent {
     network: nn::Sequential,
-    critic: nn::Linear,
     actor: nn::Linear,
+    critic: nn::Linear,
 }
 
 impl Agent {
     fn new(p: &nn::Path, obs_dim: i64, n_actions: i64) -> Agent {
-        // the rows of stacked u8 frames become (N, frames, 84, 84), laid out channels-last (faster convolutions)
+        // the rows of stacked u8 frames become (N, frames, 84, 84), NCHW as in CleanRL (channels-last rounds otherwise)
         let network = nn::seq()
-            .add_fn(|x| x.unflatten(1, [-1, 84, 84]).permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2]))
+            .add_fn(|x| x.unflatten(1, [-1, 84, 84]))
             .add_fn(|x| x / 255.0) // Atari 9: scale pixels to [0, 1]
             .add(nature_cnn(&(p / "network"), obs_dim / (84 * 84))); // the frames (Agent::new keeps ppo.rs's arguments)
-        let (critic, actor) = (layer_init(p / "critic", 512, 1, 1.0), layer_init(p / "actor", 512, n_actions, 0.01));
-        Agent { network, critic, actor }
+        let actor = layer_init(p / "actor", 512, n_actions, 0.01); // before the critic: CleanRL's order (the RNG's)
+        let critic = layer_init(p / "critic", 512, 1, 1.0);
+        Agent { network, actor, critic }
     }
 
     fn get_value(&self, x: &Tensor) -> Tensor {

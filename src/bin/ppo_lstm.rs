@@ -113,11 +113,14 @@ fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
     layer
 }
 
-/// Core 2 for convolutions: orthogonal (out, in*k*k) kernels as torch makes them, zero biases.
+/// Core 2 for convolutions: orthogonal (out, in*k*k) kernels as torch makes them, zero biases (over nn.Conv2d's own
+/// init: the RNG draws both)
 fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Conv2D {
-    let config = nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() };
+    let bound = 1.0 / ((c_in * k * k) as f64).sqrt(); // nn.Conv2d's bias range
+    let config = nn::ConvConfig { stride, bs_init: nn::Init::Uniform { lo: -bound, up: bound }, ..Default::default() };
     let mut conv = nn::conv2d(p, c_in, c_out, k, config);
     conv.ws.init(nn::Init::Orthogonal { gain: 2f64.sqrt() });
+    tch::no_grad(|| conv.bs.as_mut().map(|bias| bias.fill_(0.0)));
     conv
 }
 
@@ -138,8 +141,8 @@ fn nature_cnn(net: &nn::Path, c_in: i64) -> nn::Sequential {
 struct Agent {
     network: nn::Sequential,
     lstm: nn::LSTM,
-    critic: nn::Linear,
     actor: nn::Linear,
+    critic: nn::Linear,
     pixels: bool,
 }
 
@@ -149,40 +152,50 @@ impl Agent {
         // a vector observation gets a small tanh MLP instead of the CNN (not in CleanRL)
         let mlp = |net: nn::Path| nn::seq().add(layer_init(&net / 0, obs_dim, 64, 2f64.sqrt())).add_fn(|x| x.tanh());
         let network = if pixels { nature_cnn(&(p / "network"), 1) } else { mlp(p / "network") };
-        // LSTM 1: orthogonal weights with gain 1, zero biases
-        let (init, input_size) = (nn::Init::Orthogonal { gain: 1.0 }, if pixels { 512 } else { 64 });
-        let config = nn::RNNConfig { w_ih_init: init, w_hh_init: init, batch_first: false, ..Default::default() };
-        let lstm = nn::lstm(p / "lstm", input_size, 128, config); // tch makes the biases zero
-        let (critic, actor) = (layer_init(p / "critic", 128, 1, 1.0), layer_init(p / "actor", 128, n_actions, 0.01));
-        Agent { network, lstm, critic, actor, pixels }
+        // nn.LSTM's own init first: the RNG draws its four tensors in order, uniform in 1/sqrt(hidden size)
+        let draw = nn::Init::Uniform { lo: -1.0 / 128f64.sqrt(), up: 1.0 / 128f64.sqrt() };
+        let (w_ih_init, w_hh_init, b_ih_init, b_hh_init) = (draw, draw, Some(draw), Some(draw));
+        let config =
+            nn::RNNConfig { w_ih_init, w_hh_init, b_ih_init, b_hh_init, batch_first: false, ..Default::default() };
+        let lstm = nn::lstm(p / "lstm", if pixels { 512 } else { 64 }, 128, config);
+        // LSTM 1: orthogonal weights with gain 1 (weight_ih first: the RNG's order), zero biases
+        for name in ["weight_ih_l0", "weight_hh_l0"] {
+            if let Some(mut w) = (p / "lstm").get(name) {
+                nn::Init::Orthogonal { gain: 1.0 }.set(&mut w);
+            }
+        }
+        for name in ["bias_ih_l0", "bias_hh_l0"] {
+            if let Some(mut b) = (p / "lstm").get(name) {
+                let _ = tch::no_grad(|| b.fill_(0.0));
+            }
+        }
+        let actor = layer_init(p / "actor", 128, n_actions, 0.01); // before the critic: CleanRL's order (the RNG's)
+        let critic = layer_init(p / "critic", 128, 1, 1.0);
+        Agent { network, lstm, actor, critic, pixels }
     }
 
     /// The LSTM's outputs for T steps of B envs (row t * B + b of `x` and `done`) from `lstm_state`, and the state
-    /// after the last; `ended[t]`, on the host (finding the cuts costs no device sync): an episode ended before step t.
-    fn get_states(&self, x: &Tensor, lstm_state: &LSTMState, done: &Tensor, ended: &[bool]) -> (Tensor, LSTMState) {
+    /// after the last: one LSTM call per step, as CleanRL's loop (one call over many steps rounds otherwise).
+    fn get_states(&self, x: &Tensor, lstm_state: &LSTMState, done: &Tensor) -> (Tensor, LSTMState) {
         // Atari 9: scale pixels to [0, 1]
         let x = if self.pixels { x.view([-1, 1, 84, 84]) / 255.0 } else { x.shallow_clone() };
         let hidden = self.network.forward(&x);
         let batch = lstm_state.h().size()[1];
-        let (hidden, done) = (hidden.view([-1, batch, hidden.size()[1]]), done.view([-1, batch, 1]));
+        let (hidden, done) = (hidden.view([-1, batch, hidden.size()[1]]), done.view([-1, batch]));
         let (mut h, mut c) = (lstm_state.h(), lstm_state.c());
-        let (mut new_hidden, mut t, steps) = (Vec::new(), 0, hidden.size()[0]);
-        while t < steps {
-            // one libtorch call for each run of steps in which no episode ends (CleanRL calls the LSTM
-            // once per step; the result is the same)
-            let run = (t + 1..steps).find(|&u| ended[u as usize]).unwrap_or(steps) - t;
+        let mut new_hidden = Vec::new();
+        for (x, d) in hidden.unbind(0).iter().zip(done.unbind(0)) {
             // LSTM 3: the state is reset where an episode ended, before the step that begins the next
-            let keep = (1f64 - done.get(t)).view([1, batch, 1]);
-            let (out, state) = self.lstm.seq_init(&hidden.narrow(0, t, run), &LSTMState((&h * &keep, &c * &keep)));
+            let keep = d.rsub_scalar(1.0).view([1, -1, 1]); // 1.0 - done, as torch's rsub (1 - 1: +0, not -0)
+            let (out, state) = self.lstm.seq_init(&x.unsqueeze(0), &LSTMState((&keep * &h, &keep * &c)));
             (h, c) = (state.h(), state.c());
-            new_hidden.push(out.flatten(0, 1));
-            t += run;
+            new_hidden.push(out);
         }
-        (Tensor::cat(&new_hidden, 0), LSTMState((h, c)))
+        (Tensor::cat(&new_hidden, 0).flatten(0, 1), LSTMState((h, c)))
     }
 
     fn get_value(&self, x: &Tensor, lstm_state: &LSTMState, done: &Tensor) -> Tensor {
-        self.critic.forward(&self.get_states(x, lstm_state, done, &[false]).0)
+        self.critic.forward(&self.get_states(x, lstm_state, done).0)
     }
 
     /// torch's Categorical(logits) written out; samples when given no action: (action, logprob, entropy, value, state)
@@ -191,10 +204,9 @@ impl Agent {
         x: &Tensor,
         lstm_state: &LSTMState,
         done: &Tensor,
-        ended: &[bool],
         action: Option<&Tensor>,
     ) -> (Tensor, Tensor, Tensor, Tensor, LSTMState) {
-        let (hidden, lstm_state) = self.get_states(x, lstm_state, done, ended);
+        let (hidden, lstm_state) = self.get_states(x, lstm_state, done);
         let logits = self.actor.forward(&hidden);
         let logits = &logits - logits.logsumexp(-1, true); // normalized, as Categorical keeps them
         let probs_once = std::cell::OnceCell::new(); // made where Categorical makes it: autograd adds in that order
@@ -259,7 +271,6 @@ fn main() {
     let mut action_buf = vec![0i64; num_envs];
     // LSTM 2: zero initial hidden and cell state
     let mut next_lstm_state = agent.lstm.zero_state(num_envs as i64);
-    let no_done = Tensor::zeros([num_envs as i64], (Kind::Float, device));
 
     for iteration in from.iteration + 1..=num_iterations {
         // Core 4: learning-rate annealing, linearly to 0
@@ -276,12 +287,9 @@ fn main() {
             obs[step] = next_obs.shallow_clone();
             dones[step].copy_from_slice(&next_done);
 
-            // the dones go up only where an episode ended (zeros reset nothing: the same state)
-            let ended = next_done.iter().any(|&d| d > 0.0);
-            let next_done_t =
-                if ended { Tensor::from_slice(&next_done).to_device(device) } else { no_done.shallow_clone() };
+            let next_done_t = Tensor::from_slice(&next_done).to_device(device);
             let (action, logprob, _, value, lstm_state) =
-                tch::no_grad(|| agent.get_action_and_value(&next_obs, &next_lstm_state, &next_done_t, &[false], None));
+                tch::no_grad(|| agent.get_action_and_value(&next_obs, &next_lstm_state, &next_done_t, None));
             next_lstm_state = lstm_state;
             values[step] = value;
             action.to_device(Device::Cpu).copy_data(&mut action_buf, num_envs); // one copy per step
@@ -339,7 +347,7 @@ fn main() {
         let mut envinds_host: Vec<i64> = (0..num_envs as i64).collect();
         for _epoch in 0..args.update_epochs {
             // Core 6: shuffled mini-batches that cover the whole batch each epoch (numpy's shuffle, PPO_TRACE keeps it)
-            // LSTM 4: minibatches of whole envs' sequences in time order; envs drawn on the host, where dones are
+            // LSTM 4: minibatches of whole envs' sequences in time order
             np_random.shuffle(&mut envinds_host);
             let envinds = trace.order(Tensor::from_slice(&envinds_host)).to_device(device);
             let flatinds = Tensor::arange(batch_size as i64, (Kind::Int64, device)).view([num_steps as i64, -1]);
@@ -349,11 +357,9 @@ fn main() {
                 // LSTM 5: the states are rebuilt from the state saved before the rollout
                 let (h, c) = (initial_lstm_state.h(), initial_lstm_state.c());
                 let mb_state = LSTMState((h.index_select(1, &mbenvinds), c.index_select(1, &mbenvinds)));
-                let mb_envs = &envinds_host[start..start + envsperbatch];
-                let ended: Vec<bool> = dones.iter().map(|row| mb_envs.iter().any(|&e| row[e as usize] > 0.0)).collect();
                 let (mb_obs, mb_dones, mb_actions) = (b_obs.i(&mb_inds), b_dones.i(&mb_inds), b_actions.i(&mb_inds));
                 let (_, newlogprob, entropy, newvalue, _) =
-                    agent.get_action_and_value(&mb_obs, &mb_state, &mb_dones, &ended, Some(&mb_actions));
+                    agent.get_action_and_value(&mb_obs, &mb_state, &mb_dones, Some(&mb_actions));
                 let logratio = &newlogprob - b_logprobs.i(&mb_inds);
                 let ratio = logratio.exp();
 
@@ -442,8 +448,7 @@ fn main() {
         let (mut lstm_state, mut done) = (agent.lstm.zero_state(1), Tensor::zeros([1], (Kind::Float, device)));
         let returns = play(make_env(&args.env_id, None).unwrap_or_else(|e| fail(1, e)), args.run.seed, |env| {
             let obs = Tensor::from_slice(&env.obs).view([1, obs_dim]).to_device(device);
-            let (a, _, _, _, state) =
-                tch::no_grad(|| agent.get_action_and_value(&obs, &lstm_state, &done, &[false], None));
+            let (a, _, _, _, state) = tch::no_grad(|| agent.get_action_and_value(&obs, &lstm_state, &done, None));
             a.to_device(Device::Cpu).copy_data(&mut action, 1);
             env.step(Action::Discrete(&action));
             (lstm_state, done) =

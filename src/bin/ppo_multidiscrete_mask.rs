@@ -92,11 +92,14 @@ fn layer_init(p: nn::Path, in_dim: i64, out_dim: i64, std: f64) -> nn::Linear {
     layer
 }
 
-/// Core 2 for convolutions: orthogonal (out, in*k*k) kernels as torch makes them, zero biases.
+/// Core 2 for convolutions: orthogonal (out, in*k*k) kernels as torch makes them, zero biases (over nn.Conv2d's own
+/// init: the RNG draws both)
 fn conv_init(p: nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Conv2D {
-    let config = nn::ConvConfig { stride, bs_init: nn::Init::Const(0.0), ..Default::default() };
+    let bound = 1.0 / ((c_in * k * k) as f64).sqrt(); // nn.Conv2d's bias range
+    let config = nn::ConvConfig { stride, bs_init: nn::Init::Uniform { lo: -bound, up: bound }, ..Default::default() };
     let mut conv = nn::conv2d(p, c_in, c_out, k, config);
     conv.ws.init(nn::Init::Orthogonal { gain: 2f64.sqrt() });
+    tch::no_grad(|| conv.bs.as_mut().map(|bias| bias.fill_(0.0)));
     conv
 }
 
@@ -114,20 +117,21 @@ fn small_cnn(net: &nn::Path, [h, w, c]: [i64; 3]) -> nn::Sequential {
 // one trunk shared by the policy and value heads (Core 13's other choice): the blog's small CNN
 struct Agent {
     network: nn::Sequential,
-    critic: nn::Linear,
     actor: nn::Linear,
+    critic: nn::Linear,
     nvec: Vec<i64>, // the number of choices of each action component
 }
 
 impl Agent {
     fn new(p: &nn::Path, [h, w, c]: [i64; 3], nvec: Vec<i64>) -> Agent {
         // no scaling (the values are 0 or 1); the rows of one-hot grids become (N, planes, h, w), the blog's Transpose,
-        // planes last in memory as the env writes them: channels-last, as in ppo_atari
+        // planes last in memory as the env writes them: channels-last, as the blog's Transpose leaves them
         let network = nn::seq()
             .add_fn(move |x| x.view([-1, h, w, c]).permute([0, 3, 1, 2]))
             .add(small_cnn(&(p / "network"), [h, w, c]));
-        let actor = layer_init(p / "actor", 128, nvec.iter().sum(), 0.01);
-        Agent { network, critic: layer_init(p / "critic", 128, 1, 1.0), actor, nvec }
+        let actor = layer_init(p / "actor", 128, nvec.iter().sum(), 0.01); // before the critic: the blog's order
+        let critic = layer_init(p / "critic", 128, 1, 1.0);
+        Agent { network, actor, critic, nvec }
     }
 
     fn get_value(&self, x: &Tensor) -> Tensor {
