@@ -1,5 +1,6 @@
 //! The scripts a user runs besides the binaries: `scripts/bench_devices` prints its table and
-//! `scripts/study_cartpole` runs one small table at both base points; each refuses bad input.
+//! `scripts/study_cartpole` runs one small table at both base points; each refuses bad input, as `scripts/vs-cleanrl`
+//! does (its runs need CleanRL's checkout).
 
 use std::path::Path;
 use std::process::Command;
@@ -196,4 +197,36 @@ fn study_cartpole_refuses_bad_input() {
     assert_refused(&refused, "is not this script's cache", "another cache");
     assert_eq!(std::fs::read_to_string(dir.path().join("study_cartpole_cache.csv")).expect("kept"), cache);
     assert_eq!(std::fs::read_dir(dir.path()).expect("the directory").count(), 1, "nothing else written");
+}
+
+/// `scripts/vs-cleanrl ARGS`: bad input is refused before anything is built or run.
+fn vs_cleanrl(args: &[&str]) -> (i32, String, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/vs-cleanrl");
+    let out = Command::new(script).args(args).output().expect("python3 runs the script");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// Bad input: exit code 2, one line naming what is wrong; the smallest run is one batch of the variant.
+#[test]
+fn vs_cleanrl_refuses_bad_input() {
+    // a folder with the three scripts, empty: the checks that come before any run
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(dir.path().join("cleanrl")).expect("cleanrl/");
+    for script in ["ppo.py", "ppo_atari.py", "ppo_atari_lstm.py"] {
+        std::fs::write(dir.path().join("cleanrl").join(script), "").expect("a script");
+    }
+    let cleanrl = dir.path().to_str().expect("utf-8");
+    let nowhere = dir.path().join("nowhere");
+    for (args, words) in [
+        (&["--variant", "ppo_atari"][..], "the following arguments are required: --cleanrl"),
+        (&["--cleanrl", cleanrl, "--variant", "ppo_continuous"], "invalid choice: 'ppo_continuous'"),
+        (&["--cleanrl", nowhere.to_str().expect("utf-8"), "--variant", "ppo_lstm"], "has no cleanrl/ppo_atari_lstm.py"),
+        (&["--cleanrl", cleanrl, "--total-timesteps", "511"], "at least one batch of ppo, 512"),
+        (&["--cleanrl", cleanrl, "--variant", "ppo_atari", "--total-timesteps", "1023"], "of ppo_atari, 1024"),
+        (&["--cleanrl", cleanrl, "--variant", "ppo_lstm", "--total-timesteps", "512"], "of ppo_lstm, 1024"),
+        (&["--cleanrl", cleanrl, "--total-timesteps", "many"], "invalid int value: 'many'"),
+    ] {
+        assert_refused(&vs_cleanrl(args), words, &format!("{args:?}"));
+    }
 }
