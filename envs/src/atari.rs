@@ -10,7 +10,7 @@ use crate::{Action, Env, EnvError, Space, Step};
 use std::ffi::{c_char, c_float, c_int, CStr, CString};
 use std::path::{Path, PathBuf};
 
-/// One emulator, behind the C functions of `src/cpp/ale.cpp`.
+/// One emulator, behind the C functions of `envs/src/cpp/ale.cpp`.
 #[repr(C)]
 struct AleInterface {
     _private: [u8; 0],
@@ -134,7 +134,7 @@ pub struct AtariEnv {
 // The emulator is only ever used by the thread that owns the env.
 unsafe impl Send for AtariEnv {}
 
-/// ALE's logger and its ROM loading share process-wide state (the log mode, the properties of known ROMs).
+/// ALE keeps some state process-wide: its log mode, and a table that one cartridge type writes as it loads.
 /// `VecEnv::reset(Some(seed))` reloads the ROM of every env (as ale-py does to apply a seed), on several threads
 /// when `--env-threads` > 1, so every `ale_new` and `ale_load_rom` holds this lock. Stepping (`act`, the screen,
 /// ...) touches only the env's own emulator and stays unlocked.
