@@ -70,7 +70,12 @@ fn study_ok(args: &[&str]) {
 
 /// `scripts/study_cartpole ARGS` in a fresh working directory.
 fn study(args: &[&str]) -> (i32, String, String) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/study_cartpole");
+    script("study_cartpole", args)
+}
+
+/// `scripts/NAME ARGS`: its exit code, stdout and stderr.
+fn script(name: &str, args: &[&str]) -> (i32, String, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts").join(name);
     let out = Command::new(script).args(args).output().expect("python3 runs the script");
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
@@ -199,14 +204,6 @@ fn study_cartpole_refuses_bad_input() {
     assert_eq!(std::fs::read_dir(dir.path()).expect("the directory").count(), 1, "nothing else written");
 }
 
-/// `scripts/vs-cleanrl ARGS`: bad input is refused before anything is built or run.
-fn vs_cleanrl(args: &[&str]) -> (i32, String, String) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/vs-cleanrl");
-    let out = Command::new(script).args(args).output().expect("python3 runs the script");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
-}
-
 /// Bad input: exit code 2, one line naming what is wrong; the smallest run is one batch of the variant.
 #[test]
 fn vs_cleanrl_refuses_bad_input() {
@@ -227,6 +224,6 @@ fn vs_cleanrl_refuses_bad_input() {
         (&["--cleanrl", cleanrl, "--variant", "ppo_lstm", "--total-timesteps", "512"], "of ppo_lstm, 1024"),
         (&["--cleanrl", cleanrl, "--total-timesteps", "many"], "invalid int value: 'many'"),
     ] {
-        assert_refused(&vs_cleanrl(args), words, &format!("{args:?}"));
+        assert_refused(&script("vs-cleanrl", args), words, &format!("{args:?}"));
     }
 }
