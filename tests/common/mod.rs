@@ -216,6 +216,16 @@ impl Table {
         Table { header, rows }
     }
 
+    /// The file's whole lines, as a running binary may be writing the last one.
+    pub fn read_whole_lines(path: &Path) -> Table {
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let whole = &bytes[..bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)];
+        let mut r = csv::Reader::from_reader(whole);
+        let header = r.headers().expect("header").iter().map(String::from).collect();
+        let rows = r.records().map(|rec| rec.expect("row").iter().map(String::from).collect()).collect();
+        Table { header, rows }
+    }
+
     pub fn col_index(&self, name: &str) -> usize {
         self.header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name} in {:?}", self.header))
     }
