@@ -6,8 +6,8 @@ use tch::{nn, Kind, Tensor};
 
 /// Adam (torch.optim.Adam on the CPU: betas 0.9 and 0.999, no weight decay), each parameter a slice of one
 /// flat vector: it keeps its shape and name, but its storage becomes a slice of `flat`. A step runs
-/// torch.optim.Adam's operations on each parameter's slice, so its results are torch's, to the bit. With
-/// seeds ([`FlatAdam::new_seeds`]) a step runs the same arithmetic once on the whole vector.
+/// torch.optim.Adam's operations once on the whole vectors. Each is elementwise, so every value is the one torch
+/// computes for its parameter, to the bit.
 pub struct FlatAdam {
     /// every trainable parameter, one after the other (an LSTM's first: see [`FlatAdam::new`])
     pub flat: Tensor,
@@ -107,13 +107,7 @@ impl FlatAdam {
     /// and v_hat = v / (1 - beta2^t).
     pub fn step(&mut self, lr: f64) {
         self.t += 1;
-        if self.seeds.is_some() {
-            return torch_adam_step([&mut self.m, &mut self.v, &mut self.flat], &self.grad, lr, self.t, self.eps);
-        }
-        for &(at, n) in &self.slices {
-            let [mut m, mut v, mut param] = [&self.m, &self.v, &self.flat].map(|t| t.narrow(0, at, n));
-            torch_adam_step([&mut m, &mut v, &mut param], &self.grad.narrow(0, at, n), lr, self.t, self.eps);
-        }
+        adam_step([&mut self.m, &mut self.v, &mut self.flat], &self.grad, lr, self.t, self.eps)
     }
 
     /// [`FlatAdam::step`] for the seeds whose `stepping` is true and that are not stopped for good, each
@@ -139,7 +133,7 @@ impl FlatAdam {
             let moving = Tensor::from_slice(&group).to_device(self.flat.device()).index_select(0, &seeds.seed_of);
             tch::no_grad(|| {
                 let mut moved = [self.m.copy(), self.v.copy(), self.flat.copy()];
-                torch_adam_step(moved.each_mut(), &self.grad, lr, t, self.eps);
+                adam_step(moved.each_mut(), &self.grad, lr, t, self.eps);
                 for (now, moved) in [&mut self.m, &mut self.v, &mut self.flat].into_iter().zip(moved) {
                     now.copy_(&moved.where_self(&moving, now));
                 }
@@ -168,8 +162,8 @@ impl FlatAdam {
 /// torch.optim.Adam's step on one parameter (`_single_tensor_adam`, torch 2.11), operation for operation:
 /// `lerp_`, `mul_` and `addcmul_`, the bias corrections as Python's floats, `addcdiv_`. tch's `addcmul_` and
 /// `addcdiv_` take no `value`; the tensor scaled by it first gives the same values (the kernels multiply it in
-/// first).
-fn torch_adam_step([m, v, param]: [&mut Tensor; 3], grad: &Tensor, lr: f64, t: i32, eps: f64) {
+/// first). On several parameters laid end to end it gives each the values of its own step.
+pub fn adam_step([m, v, param]: [&mut Tensor; 3], grad: &Tensor, lr: f64, t: i32, eps: f64) {
     let (beta1, beta2) = (0.9f64, 0.999f64);
     let step = t as f64;
     let (bias_correction1, bias_correction2) = (1.0 - beta1.powf(step), 1.0 - beta2.powf(step));
