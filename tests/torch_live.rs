@@ -1,0 +1,181 @@
+//! The library's exact pieces against the torch they copy, live: torch 2.11.0 in the set-up's Python runs the same
+//! computation on the same inputs, on this machine, and every value must be equal to the bit.
+
+use ppo_details::distributions::Normal;
+use ppo_details::FlatAdam;
+use std::path::Path;
+use tch::{nn, Device, Kind, Tensor};
+
+/// Runs `script` in the set-up's Python with one torch thread; it reads `dir`/in.npz and writes `dir`/out.npz.
+fn torch(script: &str, dir: &Path) -> Vec<(String, Tensor)> {
+    let out = std::process::Command::new(".venv/bin/python")
+        .args(["-c", &format!("import numpy as np, torch\ntorch.set_num_threads(1)\n{script}")])
+        .arg(dir)
+        .output()
+        .expect("the set-up's Python starts");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    Tensor::read_npz(dir.join("out.npz")).expect("out.npz")
+}
+
+/// Panics unless `ours` has `theirs`'s tensor of each name, bit for bit.
+fn assert_bits(ours: &[(&str, Tensor)], theirs: &[(String, Tensor)], what: &str) {
+    for (name, t) in ours {
+        let (_, their) = theirs.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("torch wrote no {name}"));
+        let bits = |t: &Tensor| -> Vec<u32> {
+            Vec::<f32>::try_from(t.to_kind(Kind::Float).flatten(0, -1))
+                .expect("floats")
+                .iter()
+                .map(|x| x.to_bits())
+                .collect()
+        };
+        let (a, b) = (bits(t), bits(their));
+        assert_eq!(a.len(), b.len(), "{what}: {name}'s size");
+        let differ = a.iter().zip(&b).filter(|(x, y)| x != y).count();
+        assert_eq!(differ, 0, "{what}: {differ} of {} values of {name} differ from torch's", a.len());
+    }
+}
+
+const NORMAL: &str = r#"
+import sys
+from torch.distributions import Normal
+d = dict(np.load(sys.argv[1] + "/in.npz"))
+mean = torch.tensor(d["mean"], requires_grad=True)
+logstd = torch.tensor(d["logstd"], requires_grad=True)
+torch.manual_seed(11)
+probs = Normal(mean, torch.exp(logstd.expand_as(mean)))
+sample = probs.sample()
+log_prob = probs.log_prob(torch.tensor(d["action"])).sum(1)
+entropy = probs.entropy().sum(1)
+(log_prob.mean() - entropy.mean() * 0.01).backward()
+out = dict(sample=sample, log_prob=log_prob, entropy=entropy, mean_grad=mean.grad, logstd_grad=logstd.grad)
+np.savez(sys.argv[1] + "/out.npz", **{k: v.detach().numpy() for k, v in out.items()})
+"#;
+
+/// `distributions::Normal` is `torch.distributions.Normal`: with a mean per row and a shared log std, as the
+/// continuous binaries use it, the sample (same seed), the summed log-probs and entropies, and the gradients of a
+/// loss made of both equal torch's, bit for bit. Shapes of 4 x 1 and 64 x 6: torch draws normals one by one below
+/// 16 values and 16 at a time from there.
+#[test]
+fn normal_is_torchs_normal() {
+    for (rows, actions) in [(4, 1), (64, 6)] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        tch::manual_seed(rows);
+        let opts = (Kind::Float, Device::Cpu);
+        let mean = Tensor::randn([rows, actions], opts).set_requires_grad(true);
+        let logstd = (Tensor::randn([1, actions], opts) * 0.5).set_requires_grad(true);
+        let action = Tensor::randn([rows, actions], opts);
+        let inputs = [("mean", mean.detach()), ("logstd", logstd.detach()), ("action", action.shallow_clone())];
+        Tensor::write_npz(&inputs, dir.path().join("in.npz")).expect("in.npz");
+        tch::manual_seed(11);
+        let probs = Normal::new(&mean, &logstd.expand_as(&mean).exp());
+        let sample = probs.sample();
+        let log_prob = probs.log_prob(&action).sum_dim_intlist(1, false, Kind::Float);
+        let entropy = probs.entropy().sum_dim_intlist(1, false, Kind::Float);
+        (log_prob.mean(Kind::Float) - entropy.mean(Kind::Float) * 0.01).backward();
+        let ours = [
+            ("sample", sample),
+            ("log_prob", log_prob),
+            ("entropy", entropy),
+            ("mean_grad", mean.grad()),
+            ("logstd_grad", logstd.grad()),
+        ];
+        assert_bits(&ours, &torch(NORMAL, dir.path()), &format!("{rows} x {actions}"));
+    }
+}
+
+const ADAM: &str = r#"
+import sys
+d = dict(np.load(sys.argv[1] + "/in.npz"))
+names = sorted({k.split(":")[1] for k in d if k.startswith("param:")}, key=int)
+params = [torch.tensor(d["param:" + n], requires_grad=True) for n in names]
+adam = torch.optim.Adam(params, lr=1.0, eps=1e-5)
+norms = []
+for t, lr in enumerate(d["lrs"]):
+    for n, p in zip(names, params):
+        p.grad = torch.tensor(d["grad:" + n][t])
+    norms.append(torch.nn.utils.clip_grad_norm_(params, 0.5))
+    adam.param_groups[0]["lr"] = float(lr)
+    adam.step()
+out = {"norms": torch.stack(norms), **{"param:" + n: p for n, p in zip(names, params)}}
+np.savez(sys.argv[1] + "/out.npz", **{k: v.detach().numpy() for k, v in out.items()})
+"#;
+
+/// `FlatAdam` is `torch.optim.Adam` (eps 1e-5) after `nn.utils.clip_grad_norm_` (0.5), as every binary steps
+/// them: 300 steps on CartPole's actor and critic with random gradients, some norms above 0.5 and some below, and
+/// CleanRL's annealed learning rate. Each step's norm and the parameters after the last step equal torch's, bit for
+/// bit.
+#[test]
+fn flat_adam_and_clipping_are_torchs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let steps = 300;
+    tch::manual_seed(5);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let dims: [&[i64]; 12] =
+        [&[64, 4], &[64], &[64, 64], &[64], &[1, 64], &[1], &[64, 4], &[64], &[64, 64], &[64], &[2, 64], &[2]];
+    let params: Vec<Tensor> =
+        dims.iter().enumerate().map(|(i, d)| vs.root().randn(&i.to_string(), d, 0.0, 0.1)).collect();
+    let opts = (Kind::Float, Device::Cpu);
+    // gradients of a global norm about 0.1 at even steps and 9 at odd ones: clipped at odd steps only
+    let scale: Vec<f32> = (0..steps).map(|t| if t % 2 == 0 { 1e-3 } else { 0.1 }).collect();
+    let grads: Vec<Tensor> = dims
+        .iter()
+        .map(|d| {
+            let per_step = Tensor::from_slice(&scale).view([[steps].as_slice(), &vec![1; d.len()]].concat().as_slice());
+            Tensor::randn([&[steps], *d].concat(), opts) * per_step
+        })
+        .collect();
+    let lrs: Vec<f64> = (0..steps).map(|t| 2.5e-4 * (1.0 - t as f64 / steps as f64)).collect();
+    let mut inputs: Vec<(String, Tensor)> = Vec::new();
+    for (i, (p, g)) in params.iter().zip(&grads).enumerate() {
+        inputs.push((format!("param:{i}"), p.detach().copy()));
+        inputs.push((format!("grad:{i}"), g.shallow_clone()));
+    }
+    inputs.push(("lrs".into(), Tensor::from_slice(&lrs)));
+    Tensor::write_npz(&inputs, dir.path().join("in.npz")).expect("in.npz");
+    let mut adam = FlatAdam::new(&vs, 1e-5);
+    let mut norms = Vec::new();
+    for (t, &lr) in lrs.iter().enumerate() {
+        tch::no_grad(|| {
+            for (p, g) in params.iter().zip(&grads) {
+                let _ = p.grad().copy_(&g.get(t as i64));
+            }
+        });
+        norms.push(adam.clip_grad_norm(0.5));
+        adam.step(lr);
+    }
+    let mut ours: Vec<(String, Tensor)> = vec![("norms".into(), Tensor::stack(&norms, 0))];
+    ours.extend(params.iter().enumerate().map(|(i, p)| (format!("param:{i}"), p.detach())));
+    let ours: Vec<(&str, Tensor)> = ours.iter().map(|(n, t)| (n.as_str(), t.shallow_clone())).collect();
+    assert_bits(&ours, &torch(ADAM, dir.path()), "300 steps");
+}
+
+const CATEGORICAL: &str = r#"
+import sys
+from torch.distributions import Categorical
+d = dict(np.load(sys.argv[1] + "/in.npz"))
+probs = Categorical(logits=torch.tensor(d["logits"]))
+torch.manual_seed(11)
+out = dict(probs=probs.probs, sample=probs.sample())
+np.savez(sys.argv[1] + "/out.npz", **{k: v.numpy() for k, v in out.items()})
+"#;
+
+/// `categorical_sample` is `torch.distributions.Categorical(logits=...).sample()`: from the logits normalized and
+/// softmaxed as Categorical does, 4096 actions of 2 and of 18 drawn from one seed are torch's, and so are the
+/// probabilities.
+#[test]
+fn categorical_sample_is_torchs() {
+    for actions in [2, 18] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        tch::manual_seed(actions);
+        let logits = Tensor::randn([4096, actions], (Kind::Float, Device::Cpu)) * 2.0;
+        Tensor::write_npz(&[("logits", &logits)], dir.path().join("in.npz")).expect("in.npz");
+        let probs = (&logits - logits.logsumexp(-1, true)).softmax(-1, Kind::Float);
+        tch::manual_seed(11);
+        let sample = ppo_details::categorical_sample(&probs);
+        assert_bits(
+            &[("probs", probs), ("sample", sample)],
+            &torch(CATEGORICAL, dir.path()),
+            &format!("{actions} actions"),
+        );
+    }
+}
