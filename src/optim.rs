@@ -192,28 +192,53 @@ pub(crate) struct Seeds {
     pub(crate) stopped_at: Vec<usize>,
 }
 
-/// The VarStore's trainable variables in torch's order: in the order they were made (`made`, their data pointers:
-/// an LSTM's weights moved first are not first for torch), but a `<layer>.bias` right before its `<layer>.weight`
-/// goes after it (nn.Linear registers its weight first). Indices into the trainable variables as they are now.
+/// The VarStore's trainable variables in torch's order, `module.parameters()`'s: a module's own parameters, then
+/// each submodule's in turn, in the order they were made (`made`, their data pointers: an LSTM's weights moved
+/// first are not first for torch). Within a module a `bias` made right before its `weight` goes after it
+/// (nn.Linear registers its weight first). So a parameter at the top, as `actor_logstd`, comes first. Indices into
+/// the trainable variables as they are now.
 fn torch_order(vs: &nn::VarStore, made: &[usize]) -> Vec<usize> {
     let vars = vs.variables_.lock().expect("the VarStore's lock (one thread)");
     let now: Vec<usize> = vars.trainable_variables.iter().map(|v| v.tensor.data_ptr() as usize).collect();
-    let mut order: Vec<usize> = made.iter().filter_map(|p| now.iter().position(|q| q == p)).collect();
+    let made: Vec<usize> = made.iter().filter_map(|p| now.iter().position(|q| q == p)).collect();
     let name = |i: usize| {
         let t = &vars.trainable_variables[i].tensor;
-        vars.named_variables.iter().find(|(_, v)| v.data_ptr() == t.data_ptr()).map(|(n, _)| n)
+        vars.named_variables
+            .iter()
+            .find(|(_, v)| v.data_ptr() == t.data_ptr())
+            .map_or(String::new(), |(n, _)| n.clone())
     };
-    let names: Vec<Option<&String>> = order.iter().map(|&i| name(i)).collect();
-    let mut i = 0;
-    while i + 1 < names.len() {
-        let layer = names[i].and_then(|n| n.strip_suffix(".bias"));
-        if layer.is_some_and(|layer| names[i + 1].is_some_and(|n| n.strip_suffix(".weight") == Some(layer))) {
-            order.swap(i, i + 1);
-            i += 1;
-        }
-        i += 1;
-    }
+    let paths: Vec<(usize, Vec<String>)> =
+        made.into_iter().map(|i| (i, name(i).split('.').map(String::from).collect())).collect();
+    let mut order = Vec::new();
+    module_first(&paths, 0, &mut order);
     order
+}
+
+/// [`torch_order`] within one module: `paths` are its parameters' names, split at the dots, from `depth` on.
+fn module_first(paths: &[(usize, Vec<String>)], depth: usize, order: &mut Vec<usize>) {
+    let mut own: Vec<(usize, &str)> =
+        paths.iter().filter(|(_, p)| p.len() == depth + 1).map(|(i, p)| (*i, p[depth].as_str())).collect();
+    let mut k = 0;
+    while k + 1 < own.len() {
+        if own[k].1 == "bias" && own[k + 1].1 == "weight" {
+            own.swap(k, k + 1);
+            k += 1;
+        }
+        k += 1;
+    }
+    order.extend(own.iter().map(|(i, _)| i));
+    let mut children: Vec<&String> = Vec::new();
+    for (_, p) in paths.iter().filter(|(_, p)| p.len() > depth + 1) {
+        if !children.contains(&&p[depth]) {
+            children.push(&p[depth]);
+        }
+    }
+    for child in children {
+        let inside: Vec<(usize, Vec<String>)> =
+            paths.iter().filter(|(_, p)| p.len() > depth + 1 && &p[depth] == child).cloned().collect();
+        module_first(&inside, depth + 1, order);
+    }
 }
 
 /// Puts the weights of the VarStore's first LSTM (by name: `<prefix>.weight_ih_l<k>`, ...) first
@@ -272,21 +297,24 @@ mod tests {
         }
     }
 
-    /// Clipping adds the parameters' norms in `module.parameters()`'s order: as made, each weight before its bias,
-    /// the LSTM's where it was made (its weights lead the flat vector, not this order).
+    /// Clipping adds the parameters' norms in `module.parameters()`'s order: the top module's own parameter first
+    /// (made last), then the submodules as made, each weight before its bias, the LSTM's where it was made (its
+    /// weights lead the flat vector, not this order).
     #[test]
     fn clipping_takes_the_parameters_in_torchs_order() {
         let vs = nn::VarStore::new(Device::Cpu);
         let _network = nn::linear(vs.root() / "network", 4, 8, Default::default());
         let _lstm = nn::lstm(vs.root() / "lstm", 8, 16, Default::default());
         let _actor = nn::linear(vs.root() / "actor", 16, 2, Default::default());
+        let _logstd = vs.root().zeros("actor_logstd", &[1, 2]);
         let optimizer = FlatAdam::new(&vs, 1e-5);
         let (vars, trainable) = (vs.variables(), vs.trainable_variables());
         let name =
             |i: usize| vars.iter().find(|(_, t)| t.data_ptr() == trainable[i].data_ptr()).map(|(n, _)| n.clone());
         let names: Vec<_> = optimizer.torch_order.iter().map(|&i| name(i).unwrap_or_default()).collect();
         let lstm = ["lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_ih_l0", "lstm.bias_hh_l0"];
-        let want = [&["network.weight", "network.bias"][..], &lstm, &["actor.weight", "actor.bias"]].concat();
+        let want =
+            [&["actor_logstd", "network.weight", "network.bias"][..], &lstm, &["actor.weight", "actor.bias"]].concat();
         assert_eq!(names, want);
     }
 
