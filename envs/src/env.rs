@@ -166,10 +166,11 @@ impl<E: Env> Env for TimeLimit<E> {
 
 /// gymnasium's `RecordEpisodeStatistics`: sums the rewards it sees and reports the return and
 /// length on the step that ends the episode. Where it sits in a wrapper stack decides what it
-/// measures (innermost on Atari: the raw game score).
+/// measures (innermost on Atari: the raw game score). As in gymnasium 0.29, the return is a float32 sum
+/// of the rewards rounded to float32.
 pub struct RecordEpisodeStatistics<E> {
     inner: E,
-    ret: f64,
+    ret: f32,
     len: u64,
 }
 
@@ -188,10 +189,10 @@ impl<E: Env> Env for RecordEpisodeStatistics<E> {
     }
     fn step(&mut self, action: Action, obs: &mut [E::Obs]) -> Step {
         let mut step = self.inner.step(action, obs);
-        self.ret += step.reward;
+        self.ret += step.reward as f32;
         self.len += 1;
         if step.terminated || step.truncated {
-            step.episode = Some(Episode { r: self.ret, l: self.len });
+            step.episode = Some(Episode { r: self.ret as f64, l: self.len });
             (self.ret, self.len) = (0.0, 0);
         }
         step
