@@ -22,11 +22,13 @@
 //! - [`ranks`]: the ranks of a run over MPI, a data-parallel run's (reductions, broadcast, episodes, sync
 //!   check) and a learner's with its workers' (rollouts gathered, the CPU random stream handed over).
 //! - `openmp`: `GOMP_SPINCOUNT` set before libgomp reads it, however a binary starts (its ELF preinit array).
+//! - [`distributions`]: torch.distributions' Normal, operation for operation.
 //! - `stats`: [`categorical_sample`] (torch.distributions') and [`var`] (numpy's).
 
 pub mod checkpoint;
 pub mod cli;
 pub mod device;
+pub mod distributions;
 pub mod flags;
 mod lock;
 pub mod logs;

@@ -7,6 +7,7 @@
 
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, RunningMeanStd, Space, VecEnv};
+use ppo_details::distributions::Normal;
 use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, OrExit, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use std::mem::take;
@@ -209,21 +210,18 @@ impl Agent {
         self.critic.forward(&self.trunk.forward(x))
     }
 
-    /// torch's Normal(mean, std) written out; samples an action when none is given: (action, logprob, entropy, value)
+    /// torch's Normal(mean, std), as CleanRL's; samples an action when none is given: (action, logprob, entropy, value)
     fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
         let hidden = self.trunk.forward(x);
         // Continuous 1: Normal action distribution
         let action_mean = self.actor_mean.forward(&hidden);
         let action_logstd = self.actor_logstd.expand_as(&action_mean);
         let action_std = action_logstd.exp();
-        let action =
-            action.map_or_else(|| &action_mean + &action_std * action_mean.randn_like(), |a| a.shallow_clone());
-        let half_log_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
-        let log_prob = -(&action - action_mean).square() / (2f64 * action_std.square()) - &action_logstd - half_log_2pi;
-        let entropy = action_logstd + (0.5 + half_log_2pi);
+        let probs = Normal::new(&action_mean, &action_std);
+        let action = action.map_or_else(|| probs.sample(), |a| a.shallow_clone());
         // Continuous 3: independent action components (log-probs and entropies summed)
-        let (log_prob, entropy) =
-            (log_prob.sum_dim_intlist(1, false, Kind::Float), entropy.sum_dim_intlist(1, false, Kind::Float));
+        let log_prob = probs.log_prob(&action).sum_dim_intlist(1, false, Kind::Float);
+        let entropy = probs.entropy().sum_dim_intlist(1, false, Kind::Float);
         [action, log_prob, entropy, self.critic.forward(&hidden)]
     }
 }
