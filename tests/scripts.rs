@@ -207,21 +207,25 @@ fn study_cartpole_refuses_bad_input() {
 /// Bad input: exit code 2, one line naming what is wrong; the smallest run is one batch of the variant.
 #[test]
 fn vs_cleanrl_refuses_bad_input() {
-    // a folder with the three scripts, empty: the checks that come before any run
+    // a folder with the four scripts, empty: the checks that come before any run
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir(dir.path().join("cleanrl")).expect("cleanrl/");
-    for script in ["ppo.py", "ppo_atari.py", "ppo_atari_lstm.py"] {
+    for script in ["ppo.py", "ppo_atari.py", "ppo_atari_lstm.py", "ppo_continuous_action.py"] {
         std::fs::write(dir.path().join("cleanrl").join(script), "").expect("a script");
     }
     let cleanrl = dir.path().to_str().expect("utf-8");
     let nowhere = dir.path().join("nowhere");
     for (args, words) in [
         (&["--variant", "ppo_atari"][..], "the following arguments are required: --cleanrl"),
-        (&["--cleanrl", cleanrl, "--variant", "ppo_continuous"], "invalid choice: 'ppo_continuous'"),
+        (&["--cleanrl", cleanrl, "--variant", "ppo_noisy"], "invalid choice: 'ppo_noisy'"),
         (&["--cleanrl", nowhere.to_str().expect("utf-8"), "--variant", "ppo_lstm"], "has no cleanrl/ppo_atari_lstm.py"),
         (&["--cleanrl", cleanrl, "--total-timesteps", "511"], "at least one batch of ppo, 512"),
         (&["--cleanrl", cleanrl, "--variant", "ppo_atari", "--total-timesteps", "1023"], "of ppo_atari, 1024"),
         (&["--cleanrl", cleanrl, "--variant", "ppo_lstm", "--total-timesteps", "512"], "of ppo_lstm, 1024"),
+        (
+            &["--cleanrl", cleanrl, "--variant", "ppo_continuous", "--total-timesteps", "2047"],
+            "of ppo_continuous, 2048",
+        ),
         (&["--cleanrl", cleanrl, "--total-timesteps", "many"], "invalid int value: 'many'"),
     ] {
         assert_refused(&script("vs-cleanrl", args), words, &format!("{args:?}"));
