@@ -6,6 +6,9 @@ use ppo_details::FlatAdam;
 use std::path::Path;
 use tch::{nn, Device, Kind, Tensor};
 
+/// torch's global generator: one test seeds and draws from it at a time.
+static GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs `script` in the set-up's Python with one torch thread; it reads `dir`/in.npz and writes `dir`/out.npz.
 fn torch(script: &str, dir: &Path) -> Vec<(String, Tensor)> {
     let out = std::process::Command::new(".venv/bin/python")
@@ -57,6 +60,7 @@ np.savez(sys.argv[1] + "/out.npz", **{k: v.detach().numpy() for k, v in out.item
 /// 16 values and 16 at a time from there.
 #[test]
 fn normal_is_torchs_normal() {
+    let _one_at_a_time = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
     for (rows, actions) in [(4, 1), (64, 6)] {
         let dir = tempfile::tempdir().expect("temp dir");
         tch::manual_seed(rows);
@@ -106,6 +110,7 @@ np.savez(sys.argv[1] + "/out.npz", **{k: v.detach().numpy() for k, v in out.item
 /// bit.
 #[test]
 fn flat_adam_and_clipping_are_torchs() {
+    let _one_at_a_time = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("temp dir");
     let steps = 300;
     tch::manual_seed(5);
@@ -164,6 +169,7 @@ np.savez(sys.argv[1] + "/out.npz", **{k: v.numpy() for k, v in out.items()})
 /// probabilities.
 #[test]
 fn categorical_sample_is_torchs() {
+    let _one_at_a_time = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
     for actions in [2, 18] {
         let dir = tempfile::tempdir().expect("temp dir");
         tch::manual_seed(actions);
