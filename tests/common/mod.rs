@@ -210,17 +210,17 @@ pub struct Table {
 
 impl Table {
     pub fn read(path: &Path) -> Table {
-        let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let header = r.headers().expect("header").iter().map(String::from).collect();
-        let rows = r.records().map(|rec| rec.expect("row").iter().map(String::from).collect()).collect();
-        Table { header, rows }
+        Table::parse(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
     }
 
     /// The file's whole lines, as a running binary may be writing the last one.
     pub fn read_whole_lines(path: &Path) -> Table {
         let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let whole = &bytes[..bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)];
-        let mut r = csv::Reader::from_reader(whole);
+        Table::parse(&bytes[..bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)])
+    }
+
+    fn parse(csv_bytes: &[u8]) -> Table {
+        let mut r = csv::Reader::from_reader(csv_bytes);
         let header = r.headers().expect("header").iter().map(String::from).collect();
         let rows = r.records().map(|rec| rec.expect("row").iter().map(String::from).collect()).collect();
         Table { header, rows }
