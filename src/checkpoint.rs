@@ -121,7 +121,7 @@ impl Start {
                 let saved = tensor(name)?;
                 if saved.size() != into.size() {
                     let (n, m) = (saved.numel(), into.numel());
-                    return Err(format!("its network has {n} parameters, this run's has {m} (another network)"));
+                    return Err(format!("its network's {name} holds {n} values, this run's {m} (another network)"));
                 }
                 tch::no_grad(|| into.shallow_clone().copy_(saved));
             }

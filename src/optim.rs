@@ -35,11 +35,26 @@ impl FlatAdam {
     /// copies them at every call otherwise. `eps` is Adam's epsilon.
     pub fn new(vs: &nn::VarStore, eps: f64) -> FlatAdam {
         let made = vs.trainable_variables().iter().map(|t| t.data_ptr() as usize).collect::<Vec<_>>();
-        lstm_weights_first(vs);
+        let lstm_weights = lstm_weights_first(vs);
         let torch_order = torch_order(vs, &made);
         let mut params = vs.trainable_variables();
+        // each parameter starts where torch's allocator would start it, 64 bytes aligned: MKL's matrix products
+        // take other paths, with other last bits, on a misaligned weight. An LSTM's weights stay one block.
+        let mut slices = Vec::new();
+        let mut offset = 0i64;
+        for (i, p) in params.iter().enumerate() {
+            if i >= lstm_weights {
+                offset = aligned(offset);
+            }
+            slices.push((offset, p.numel() as i64));
+            offset += p.numel() as i64;
+        }
         let (flat, grad) = tch::no_grad(|| {
-            let flat = Tensor::cat(&params.iter().map(|p| p.flatten(0, -1)).collect::<Vec<_>>(), 0);
+            let options = params.first().map_or((Kind::Float, tch::Device::Cpu), |p| (p.kind(), p.device()));
+            let flat = Tensor::zeros([aligned(offset)], options);
+            for (p, &(at, n)) in params.iter().zip(&slices) {
+                flat.narrow(0, at, n).copy_(&p.flatten(0, -1));
+            }
             let grad = flat.zeros_like();
             (flat, grad)
         });
@@ -47,15 +62,11 @@ impl FlatAdam {
         let zero =
             Tensor::stack(&params.iter().map(|p| p.sum(Kind::Float)).collect::<Vec<_>>(), 0).sum(Kind::Float) * 0.0;
         zero.backward();
-        let mut slices = Vec::new();
         tch::no_grad(|| {
-            let mut offset = 0;
-            for p in params.iter_mut() {
-                let (numel, shape) = (p.numel() as i64, p.size());
-                p.set_data(&flat.narrow(0, offset, numel).view(shape.as_slice()));
-                p.grad().set_data(&grad.narrow(0, offset, numel).view(shape.as_slice()));
-                slices.push((offset, numel));
-                offset += numel;
+            for (p, &(at, n)) in params.iter_mut().zip(&slices) {
+                let shape = p.size();
+                p.set_data(&flat.narrow(0, at, n).view(shape.as_slice()));
+                p.grad().set_data(&grad.narrow(0, at, n).view(shape.as_slice()));
             }
         });
         let seeds = None;
@@ -69,10 +80,12 @@ impl FlatAdam {
     /// parameter stays one contiguous block (as autograd lays out gradients).
     pub fn new_seeds(vs: &nn::VarStore, eps: f64, seeds: usize) -> FlatAdam {
         let mut adam = FlatAdam::new(vs, eps);
-        let mut seed_of = Vec::new();
-        for p in vs.trainable_variables() {
-            let per_seed = p.numel() / seeds;
-            (0..seeds as i64).for_each(|k| seed_of.extend(std::iter::repeat_n(k, per_seed)));
+        let mut seed_of = vec![0i64; adam.flat.numel()]; // the alignment's gaps: seed 0's, zeros that stay zeros
+        for &(at, n) in &adam.slices {
+            let per_seed = n as usize / seeds;
+            for (k, chunk) in seed_of[at as usize..][..n as usize].chunks_mut(per_seed).enumerate() {
+                chunk.fill(k as i64);
+            }
         }
         let seed_of = Tensor::from_slice(&seed_of).to_device(adam.flat.device());
         adam.seeds = Some(Seeds { seed_of, steps: vec![0; seeds], stopped_at: vec![0; seeds] });
@@ -192,6 +205,13 @@ pub(crate) struct Seeds {
     pub(crate) stopped_at: Vec<usize>,
 }
 
+/// Where each parameter starts in the flat vectors, in elements: c10's CPU allocator aligns to 64 bytes.
+const ALIGN: i64 = 16;
+
+fn aligned(offset: i64) -> i64 {
+    (offset + ALIGN - 1) / ALIGN * ALIGN
+}
+
 /// The VarStore's trainable variables in torch's order, `module.parameters()`'s: a module's own parameters, then
 /// each submodule's in turn, in the order they were made (`made`, their data pointers: an LSTM's weights moved
 /// first are not first for torch). Within a module a `bias` made right before its `weight` goes after it
@@ -242,12 +262,13 @@ fn module_first(paths: &[(usize, Vec<String>)], depth: usize, order: &mut Vec<us
 }
 
 /// Puts the weights of the VarStore's first LSTM (by name: `<prefix>.weight_ih_l<k>`, ...) first
-/// among its trainable variables, in cuDNN's order; the others keep their order after them.
-fn lstm_weights_first(vs: &nn::VarStore) {
+/// among its trainable variables, in cuDNN's order; the others keep their order after them. Returns how many
+/// it put first.
+fn lstm_weights_first(vs: &nn::VarStore) -> usize {
     let mut vars = vs.variables_.lock().expect("the VarStore's lock (one thread)");
     let mut names: Vec<&String> = vars.named_variables.keys().filter(|n| n.ends_with("weight_ih_l0")).collect();
     names.sort();
-    let Some(prefix) = names.first().map(|n| n.trim_end_matches("weight_ih_l0").to_string()) else { return };
+    let Some(prefix) = names.first().map(|n| n.trim_end_matches("weight_ih_l0").to_string()) else { return 0 };
     let mut lstm = Vec::new(); // data pointers, in cuDNN's order
     for layer in 0.. {
         let layer_names = ["weight_ih", "weight_hh", "bias_ih", "bias_hh"].map(|w| format!("{prefix}{w}_l{layer}"));
@@ -260,6 +281,7 @@ fn lstm_weights_first(vs: &nn::VarStore) {
     }
     let rank = |t: &Tensor| lstm.iter().position(|&p| p == t.data_ptr() as usize).unwrap_or(lstm.len());
     vars.trainable_variables.sort_by_key(|v| rank(&v.tensor));
+    lstm.len()
 }
 
 #[cfg(test)]
@@ -295,6 +317,22 @@ mod tests {
             }
             let _ = &_lstm.seq(&Tensor::zeros([2, 3, input], (Kind::Float, Device::Cpu)));
         }
+    }
+
+    /// Every parameter and its gradient start 64 bytes aligned, as torch's allocator starts its own: MKL's
+    /// matrix product gives other last bits on a misaligned weight. A bias of 1 and a log std of 1 come first.
+    #[test]
+    fn each_parameter_starts_where_torchs_allocator_would_start_it() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let _logstd = vs.root().zeros("actor_logstd", &[1, 1]);
+        let _critic = nn::linear(vs.root() / "critic", 64, 1, Default::default());
+        let _actor = nn::linear(vs.root() / "actor", 3, 64, Default::default());
+        let optimizer = FlatAdam::new(&vs, 1e-5);
+        for (name, t) in vs.variables() {
+            assert_eq!(t.data_ptr() as usize % 64, 0, "{name} starts {} bytes past 64", t.data_ptr() as usize % 64);
+            assert_eq!(t.grad().data_ptr() as usize % 64, 0, "{name}'s gradient");
+        }
+        assert_eq!(optimizer.flat.numel() % ALIGN as usize, 0);
     }
 
     /// Clipping adds the parameters' norms in `module.parameters()`'s order: the top module's own parameter first
@@ -348,8 +386,9 @@ mod tests {
             seeds.step_seeds(0.1, stepping);
             alone.step(0.1);
         };
-        let row = |t: &Tensor, k: i64| Vec::<f32>::try_from(t.view([2, 3]).get(k)).expect("floats");
-        let alone_row = |t: &Tensor| Vec::<f32>::try_from(t).expect("floats");
+        // the flat vectors end in the alignment's zeros
+        let row = |t: &Tensor, k: i64| Vec::<f32>::try_from(t.narrow(0, 0, 6).view([2, 3]).get(k)).expect("floats");
+        let alone_row = |t: &Tensor| Vec::<f32>::try_from(t.narrow(0, 0, 3)).expect("floats");
         step(&mut seeds, &mut alone, f32::NAN, &[true, false]);
         assert_eq!(row(&seeds.flat, 0), alone_row(&alone.flat), "seed 0 moved otherwise than alone");
         assert_eq!((row(&seeds.m, 0), row(&seeds.v, 0)), (alone_row(&alone.m), alone_row(&alone.v)));
