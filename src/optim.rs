@@ -22,9 +22,9 @@ pub struct FlatAdam {
     eps: f64,
     /// each parameter's slice of the flat vectors: (offset, length), in the VarStore's order
     slices: Vec<(i64, i64)>,
-    /// the parameters in torch's order, `module.parameters()`'s: a layer's weight before its bias (tch makes the
-    /// bias first); the order in which clipping adds up their norms
-    torch_order: Vec<usize>,
+    /// each parameter's slice of `grad`, views made once, in torch's order, `module.parameters()`'s: a layer's
+    /// weight before its bias (tch makes the bias first); the order in which clipping adds up their norms
+    grads_in_torch_order: Vec<Tensor>,
 }
 
 impl FlatAdam {
@@ -69,8 +69,9 @@ impl FlatAdam {
                 p.grad().set_data(&grad.narrow(0, at, n).view(shape.as_slice()));
             }
         });
-        let seeds = None;
-        FlatAdam { m: flat.zeros_like(), v: flat.zeros_like(), flat, grad, t: 0, seeds, eps, slices, torch_order }
+        let grads_in_torch_order = torch_order.iter().map(|&i| grad.narrow(0, slices[i].0, slices[i].1)).collect();
+        let (m, v, seeds) = (flat.zeros_like(), flat.zeros_like(), None);
+        FlatAdam { m, v, flat, grad, t: 0, seeds, eps, slices, grads_in_torch_order }
     }
 
     /// Adam for `seeds` networks stacked in `vs`, each parameter with the seeds as its first dimension
@@ -104,9 +105,8 @@ impl FlatAdam {
             let norm = match self.seeds {
                 Some(_) => self.grad.norm(),
                 None => {
-                    let slices = self.torch_order.iter().map(|&i| self.slices[i]);
-                    let each = slices.map(|(at, n)| vector_norm(&self.grad.narrow(0, at, n)));
-                    vector_norm(&Tensor::stack(&each.collect::<Vec<_>>(), 0))
+                    let each: Vec<Tensor> = self.grads_in_torch_order.iter().map(vector_norm).collect();
+                    vector_norm(&Tensor::stack(&each, 0))
                 }
             };
             // Python's `max_norm / tensor` is `tensor.reciprocal() * max_norm`
@@ -346,10 +346,9 @@ mod tests {
         let _actor = nn::linear(vs.root() / "actor", 16, 2, Default::default());
         let _logstd = vs.root().zeros("actor_logstd", &[1, 2]);
         let optimizer = FlatAdam::new(&vs, 1e-5);
-        let (vars, trainable) = (vs.variables(), vs.trainable_variables());
-        let name =
-            |i: usize| vars.iter().find(|(_, t)| t.data_ptr() == trainable[i].data_ptr()).map(|(n, _)| n.clone());
-        let names: Vec<_> = optimizer.torch_order.iter().map(|&i| name(i).unwrap_or_default()).collect();
+        let vars = vs.variables();
+        let name = |g: &Tensor| vars.iter().find(|(_, t)| t.grad().data_ptr() == g.data_ptr()).map(|(n, _)| n.clone());
+        let names: Vec<_> = optimizer.grads_in_torch_order.iter().map(|g| name(g).unwrap_or_default()).collect();
         let lstm = ["lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_ih_l0", "lstm.bias_hh_l0"];
         let want =
             [&["actor_logstd", "network.weight", "network.bias"][..], &lstm, &["actor.weight", "actor.bias"]].concat();

@@ -165,15 +165,15 @@ np.savez(sys.argv[1] + "/out.npz", **{k: v.numpy() for k, v in out.items()})
 "#;
 
 /// `categorical_sample` is `torch.distributions.Categorical(logits=...).sample()`: from the logits normalized and
-/// softmaxed as Categorical does, 4096 actions of 2 and of 18 drawn from one seed are torch's, and so are the
-/// probabilities.
+/// softmaxed as Categorical does, actions of 2 and of 18 drawn from one seed are torch's, and so are the
+/// probabilities: 4096 rows, and a step's 4 and 8 rows.
 #[test]
 fn categorical_sample_is_torchs() {
     let _one_at_a_time = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
-    for actions in [2, 18] {
+    for (rows, actions) in [(4096, 2), (4096, 18), (4, 2), (8, 18)] {
         let dir = tempfile::tempdir().expect("temp dir");
         tch::manual_seed(actions);
-        let logits = Tensor::randn([4096, actions], (Kind::Float, Device::Cpu)) * 2.0;
+        let logits = Tensor::randn([rows, actions], (Kind::Float, Device::Cpu)) * 2.0;
         Tensor::write_npz(&[("logits", &logits)], dir.path().join("in.npz")).expect("in.npz");
         let probs = (&logits - logits.logsumexp(-1, true)).softmax(-1, Kind::Float);
         tch::manual_seed(11);
@@ -181,7 +181,7 @@ fn categorical_sample_is_torchs() {
         assert_bits(
             &[("probs", probs), ("sample", sample)],
             &torch(CATEGORICAL, dir.path()),
-            &format!("{actions} actions"),
+            &format!("{rows} rows of {actions} actions"),
         );
     }
 }
