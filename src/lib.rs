@@ -22,8 +22,8 @@
 //! - [`ranks`]: the ranks of a run over MPI, a data-parallel run's (reductions, broadcast, episodes, sync
 //!   check) and a learner's with its workers' (rollouts gathered, the CPU random stream handed over).
 //! - `openmp`: `GOMP_SPINCOUNT` set before libgomp reads it, however a binary starts (its ELF preinit array).
-//! - [`distributions`]: torch.distributions' Normal, operation for operation.
-//! - `stats`: [`categorical_sample`] (torch.distributions') and [`var`] (numpy's).
+//! - [`distributions`]: torch.distributions' Categorical and Normal, operation for operation.
+//! - `stats`: [`var`], numpy's.
 
 pub mod checkpoint;
 pub mod cli;
@@ -46,7 +46,7 @@ pub use cli::{all_cores, fail, parse_args, says_bad_input, unix_time, Experiment
 pub use device::{memory_available, pick_device, read_host, to_host, torch_deterministic, upload, Network};
 pub use logs::{play, Logged, RunLog};
 pub use optim::FlatAdam;
-pub use stats::{categorical_sample, var};
+pub use stats::var;
 pub use trace::Trace;
 
 /// The process's memory allocator. libtorch allocates and frees memory for every tensor it makes, several per

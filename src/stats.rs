@@ -1,16 +1,4 @@
-//! What CleanRL takes from `torch.distributions` and numpy: a categorical sample, numpy's variance.
-
-use tch::Tensor;
-
-/// One action per row of `probs`, as `torch.distributions.Categorical(probs).sample()` draws it (tch has no
-/// distributions). Categorical calls `torch.multinomial(probs, 1, True)`, whose kernel for one sample is three
-/// operations: `q ~ Exp(1)` from torch's generator, then `argmax(probs / q)`. Those run here, the same draws
-/// and the same bits. Its checks for NaN, negative and all-zero rows do not: each costs a sync and a dozen
-/// small operations per step. An action of probability 0 (masked, or underflowed) is never drawn.
-pub fn categorical_sample(probs: &Tensor) -> Tensor {
-    let q = probs.empty_like().exponential_(1.0);
-    (probs / q).argmax(-1, false)
-}
+//! What CleanRL takes from numpy: its variance.
 
 /// numpy's `np.var` of a float32 array: the population variance, in float32, with numpy's pairwise sums.
 pub fn var(xs: &[f32]) -> f32 {
@@ -42,18 +30,6 @@ fn pairwise_sum(a: &[f32]) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use tch::Tensor;
-
-    /// Masked actions (probability 0) at the start, in the middle and at the end are never drawn.
-    #[test]
-    fn a_zero_probability_action_is_never_drawn() {
-        for probs in [[0.0, 0.2, 0.8, 0.0], [0.1, 0.0, 0.0, 0.9], [0.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0f32]] {
-            let rows = Tensor::from_slice(&probs).view([1, 4]).expand([10_000, 4], false).contiguous();
-            let actions = Vec::<i64>::try_from(super::categorical_sample(&rows)).expect("i64 actions");
-            assert!(actions.iter().all(|&a| probs[a as usize] > 0.0), "{probs:?}");
-        }
-    }
-
     /// numpy 1.26.4's `np.var(a)` of float32 arrays `a[i] = float32((i * 7919) % 1000) / 37 - 13`, bit for bit:
     /// lengths 5 (one running sum), 100 (eight), 512 and 2048 (halves).
     #[test]

@@ -1,7 +1,7 @@
 //! The library's exact pieces against the torch they copy, live: torch 2.11.0 in the set-up's Python runs the same
 //! computation on the same inputs, on this machine, and every value must be equal to the bit.
 
-use ppo_details::distributions::Normal;
+use ppo_details::distributions::{Categorical, Normal};
 use ppo_details::FlatAdam;
 use std::path::Path;
 use tch::{nn, Device, Kind, Tensor};
@@ -158,30 +158,48 @@ const CATEGORICAL: &str = r#"
 import sys
 from torch.distributions import Categorical
 d = dict(np.load(sys.argv[1] + "/in.npz"))
-probs = Categorical(logits=torch.tensor(d["logits"]))
-torch.manual_seed(11)
-out = dict(probs=probs.probs, sample=probs.sample())
-np.savez(sys.argv[1] + "/out.npz", **{k: v.numpy() for k, v in out.items()})
+logits = torch.tensor(d["logits"], requires_grad=True)
+probs = Categorical(logits=logits)  # as in the update: the log-prob, then the entropy, then the gradient
+log_prob = probs.log_prob(torch.tensor(d["action"]))
+entropy = probs.entropy()
+(log_prob.mean() - entropy.mean() * 0.01).backward()
+with torch.no_grad():  # as in the rollout
+    rollout = Categorical(logits=logits)
+    torch.manual_seed(11)
+    sample = rollout.sample()
+out = dict(logits=probs.logits, log_prob=log_prob, entropy=entropy, grad=logits.grad, rollout_logits=rollout.logits,
+           probs=rollout.probs, sample=sample)
+np.savez(sys.argv[1] + "/out.npz", **{k: v.detach().numpy() for k, v in out.items()})
 "#;
 
-/// `categorical_sample` is `torch.distributions.Categorical(logits=...).sample()`: from the logits normalized and
-/// softmaxed as Categorical does, actions of 2 and of 18 drawn from one seed are torch's, and so are the
-/// probabilities: 4096 rows, and a step's 4 and 8 rows.
+/// `distributions::Categorical` is `torch.distributions.Categorical(logits=...)`. As the update uses it: the
+/// normalized logits, the log-probs of given actions, the entropies, and the gradient of a loss made of both. As
+/// the rollout uses it, outside autograd: the normalized logits, the probabilities and the actions drawn from one
+/// seed. All equal torch's, bit for bit, for 2 and 18 actions: 4096 rows, and a step's 4 and 8 rows.
 #[test]
-fn categorical_sample_is_torchs() {
+fn categorical_is_torchs_categorical() {
     let _one_at_a_time = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
     for (rows, actions) in [(4096, 2), (4096, 18), (4, 2), (8, 18)] {
         let dir = tempfile::tempdir().expect("temp dir");
         tch::manual_seed(actions);
-        let logits = Tensor::randn([rows, actions], (Kind::Float, Device::Cpu)) * 2.0;
-        Tensor::write_npz(&[("logits", &logits)], dir.path().join("in.npz")).expect("in.npz");
-        let probs = (&logits - logits.logsumexp(-1, true)).softmax(-1, Kind::Float);
+        let logits = (Tensor::randn([rows, actions], (Kind::Float, Device::Cpu)) * 2.0).set_requires_grad(true);
+        let action = Tensor::randint(actions, [rows], (Kind::Int64, Device::Cpu));
+        Tensor::write_npz(&[("logits", &logits), ("action", &action)], dir.path().join("in.npz")).expect("in.npz");
+        let probs = Categorical::new(&logits);
+        let (log_prob, entropy) = (probs.log_prob(&action), probs.entropy());
+        (log_prob.mean(Kind::Float) - entropy.mean(Kind::Float) * 0.01).backward();
+        let rollout = tch::no_grad(|| Categorical::new(&logits.detach())); // a rollout's logits need no graph
         tch::manual_seed(11);
-        let sample = ppo_details::categorical_sample(&probs);
-        assert_bits(
-            &[("probs", probs), ("sample", sample)],
-            &torch(CATEGORICAL, dir.path()),
-            &format!("{rows} rows of {actions} actions"),
-        );
+        let sample = rollout.sample();
+        let ours = [
+            ("logits", probs.logits.detach()),
+            ("log_prob", log_prob.detach()),
+            ("entropy", entropy.detach()),
+            ("grad", logits.grad()),
+            ("rollout_logits", rollout.logits.shallow_clone()),
+            ("probs", rollout.probs().shallow_clone()),
+            ("sample", sample),
+        ];
+        assert_bits(&ours, &torch(CATEGORICAL, dir.path()), &format!("{rows} rows of {actions} actions"));
     }
 }

@@ -6,6 +6,7 @@
 
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, Space, VecEnv};
+use ppo_details::distributions::Categorical;
 use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, OrExit, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
@@ -165,15 +166,13 @@ fn categorical_masked(logits: &Tensor, mask: Option<&Tensor>, action: Option<&Te
         Some(mask) => logits.where_scalarother(mask, -1e8), // a scalar: no copy to the device
         None => logits.shallow_clone(),
     };
-    let logits = &logits - logits.logsumexp(-1, true); // normalized, as Categorical keeps them
-    let probs_once = std::cell::OnceCell::new(); // made where Categorical makes it: autograd adds in that order
-    let probs = || probs_once.get_or_init(|| logits.softmax(-1, Kind::Float));
-    let action = action.map_or_else(|| ppo_details::categorical_sample(probs()), |a| a.shallow_clone());
-    let log_prob = logits.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
+    let probs = Categorical::new(&logits);
+    let action = action.map_or_else(|| probs.sample(), |a| a.shallow_clone());
+    let log_prob = probs.log_prob(&action);
     let p_log_p = match mask {
         // Aux 4: the entropy sums over the valid entries only
-        Some(mask) => (&logits * probs()).where_scalarother(mask, 0.0),
-        None => &logits * probs(),
+        Some(mask) => (&probs.logits * probs.probs()).where_scalarother(mask, 0.0),
+        None => &probs.logits * probs.probs(),
     };
     (action, log_prob, -p_log_p.sum_dim_intlist(-1, false, Kind::Float))
 }
