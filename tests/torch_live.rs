@@ -1,5 +1,7 @@
-//! The library's exact pieces against the torch they copy, live: torch 2.11.0 in the set-up's Python runs the same
+//! The exact pieces against the torch they copy, live: torch 2.11.0 in the set-up's Python runs the same
 //! computation on the same inputs, on this machine, and every value must be equal to the bit.
+
+mod common;
 
 use ppo_details::distributions::{Categorical, Normal};
 use ppo_details::FlatAdam;
@@ -201,5 +203,63 @@ fn categorical_is_torchs_categorical() {
             ("sample", sample),
         ];
         assert_bits(&ours, &torch(CATEGORICAL, dir.path()), &format!("{rows} rows of {actions} actions"));
+    }
+}
+
+/// The networks CleanRL's scripts build, layer by layer in the order they make them: each `nn.Linear` or
+/// `nn.Conv2d` draws its default init, then `orthogonal_` with the layer's gain draws again; biases are zeros.
+const INIT: &str = r#"
+import math, sys
+from torch import nn
+seed, variant = int(sys.argv[2]), sys.argv[3]
+def init(layer, gain):
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+def mlp(name, inputs, outputs, gain):  # 64-64 tanh; tanh at 1 and 3
+    sizes = [(inputs, 64, math.sqrt(2)), (64, 64, math.sqrt(2)), (64, outputs, gain)]
+    return {f"{name}.{2 * k}": init(nn.Linear(i, o), g) for k, (i, o, g) in enumerate(sizes)}
+torch.manual_seed(seed)
+if variant == "ppo":
+    layers = {**mlp("critic", 4, 1, 1.0), **mlp("actor", 4, 2, 0.01)}
+elif variant == "ppo_continuous":
+    layers = {**mlp("critic", 3, 1, 1.0), **mlp("actor_mean", 3, 1, 0.01)}
+else:
+    g = math.sqrt(2)
+    layers = {"network.0": init(nn.Conv2d(4, 32, 8, stride=4), g), "network.2": init(nn.Conv2d(32, 64, 4, stride=2), g),
+              "network.4": init(nn.Conv2d(64, 64, 3, stride=1), g), "network.7": init(nn.Linear(3136, 512), g),
+              "actor": init(nn.Linear(512, 4), 0.01), "critic": init(nn.Linear(512, 1), 1.0)}
+out = {f"init.{name}.{p}": getattr(layer, p) for name, layer in layers.items() for p in ("weight", "bias")}
+np.savez(sys.argv[1] + "/out.npz", **{k: v.detach().numpy() for k, v in out.items()})
+"#;
+
+/// Each binary's initial weights are the ones CleanRL's script draws from the same seed: `ppo` on CartPole-v1,
+/// `ppo_continuous` on Pendulum-v1 and `ppo_atari` on Breakout, seed 7 (and 1 for `ppo`), read from the run's first update
+/// (`PPO_TRACE`) and compared with torch's `nn.Linear`, `nn.Conv2d` and `orthogonal_`, bit for bit.
+#[test]
+fn each_binarys_initial_weights_are_torchs() {
+    let _one_at_a_time = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
+    for (variant, steps, env) in [
+        ("ppo", "512", "CartPole-v1"),
+        ("ppo_continuous", "2048", "Pendulum-v1"),
+        ("ppo_atari", "1024", "BreakoutNoFrameskip-v4"),
+    ] {
+        for seed in if variant == "ppo" { &["1", "7"][..] } else { &["7"] } {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let trace = dir.path().join("trace.safetensors");
+            let trace_var = trace.to_str().expect("a UTF-8 path");
+            let args = ["--seed", seed, "--env-id", env, "--total-timesteps", steps, "--torch-threads", "1"];
+            common::run_with_env(&common::bin(variant), &args, &[("PPO_TRACE", trace_var)]).assert_ok();
+            let ours = Tensor::read_safetensors(&trace).expect("the trace");
+            let script = INIT.replace("int(sys.argv[2]), sys.argv[3]", &format!("{seed}, {variant:?}"));
+            let theirs = torch(&script, dir.path());
+            let ours: Vec<(&str, Tensor)> = ours
+                .iter()
+                .filter(|(n, _)| n.starts_with("init.") && theirs.iter().any(|(m, _)| m == n))
+                .map(|(n, t)| (n.as_str(), t.shallow_clone()))
+                .collect();
+            assert_eq!(ours.len(), theirs.len(), "{variant}: the trace lacks some of torch's layers");
+            assert_bits(&ours, &theirs, &format!("{variant}, seed {seed}"));
+        }
     }
 }
