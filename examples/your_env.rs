@@ -6,6 +6,7 @@
 
 use clap::Parser;
 use envs::{Action, Env, RecordEpisodeStatistics, RecordVideo, Space, VecEnv};
+use ppo_details::distributions::Categorical;
 use ppo_details::{fail, parse_args, pick_device, play, to_host, var, FlatAdam, OrExit, RunArgs, RunLog, Start, Trace};
 use ppo_details::{flags::*, Logged::*}; // value parsers (each numeric flag's range); a logged value, host or device
 use tch::{nn, nn::Module, Device, IndexOp, Kind, Tensor};
@@ -122,15 +123,12 @@ impl Agent {
         self.critic.forward(x)
     }
 
-    /// torch's Categorical(logits) written out; samples an action when none is given: (action, logprob, entropy, value)
+    /// samples an action when none is given: (action, logprob, entropy, value)
     fn get_action_and_value(&self, x: &Tensor, action: Option<&Tensor>) -> [Tensor; 4] {
         let logits = self.actor.forward(x);
-        let logits = &logits - logits.logsumexp(-1, true); // normalized, as Categorical keeps them
-        let probs_once = std::cell::OnceCell::new(); // made where Categorical makes it: autograd adds in that order
-        let probs = || probs_once.get_or_init(|| logits.softmax(-1, Kind::Float));
-        let action = action.map_or_else(|| ppo_details::categorical_sample(probs()), |a| a.shallow_clone());
-        let log_prob = logits.gather(-1, &action.unsqueeze(-1), false).squeeze_dim(-1);
-        let entropy = -(logits.clamp_min(f32::MIN as f64) * probs()).sum_dim_intlist(-1, false, Kind::Float);
+        let probs = Categorical::new(&logits);
+        let action = action.map_or_else(|| probs.sample(), |a| a.shallow_clone());
+        let (log_prob, entropy) = (probs.log_prob(&action), probs.entropy());
         [action, log_prob, entropy, self.get_value(x)]
     }
 }
