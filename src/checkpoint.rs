@@ -37,7 +37,7 @@ pub(crate) fn write(
 ) -> Result<(), String> {
     let mut tensors = std::collections::BTreeMap::new();
     for (name, t) in [("weights", &optimizer.flat), ("adam.m", &optimizer.m), ("adam.v", &optimizer.v)] {
-        tensors.insert(name.to_string(), t.to_device(Device::Cpu));
+        tensors.insert(name.to_string(), optimizer.packed(t).to_device(Device::Cpu));
     }
     if let Some(seeds) = &optimizer.seeds {
         tensors.insert("adam.seed_steps".into(), Tensor::from_slice(&seeds.steps));
@@ -119,11 +119,11 @@ impl Start {
         let loaded = (|| -> Result<(), String> {
             for (name, into) in [("weights", &optimizer.flat), ("adam.m", &optimizer.m), ("adam.v", &optimizer.v)] {
                 let saved = tensor(name)?;
-                if saved.size() != into.size() {
-                    let (n, m) = (saved.numel(), into.numel());
-                    return Err(format!("its network's {name} holds {n} values, this run's {m} (another network)"));
+                if saved.size() != [optimizer.packed_len()] {
+                    let (n, m) = (saved.numel(), optimizer.packed_len());
+                    return Err(format!("its network has {n} parameters, this run's has {m} (another network)"));
                 }
-                tch::no_grad(|| into.shallow_clone().copy_(saved));
+                optimizer.unpack_into(saved, into);
             }
             optimizer.t = meta.adam_step;
             if let Some(seeds) = &mut optimizer.seeds {

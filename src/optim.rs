@@ -93,6 +93,27 @@ impl FlatAdam {
         adam
     }
 
+    /// `t` (`flat`, `m` or `v`) without the alignment's gaps: the parameters end to end, as a checkpoint keeps them.
+    pub fn packed(&self, t: &Tensor) -> Tensor {
+        Tensor::cat(&self.slices.iter().map(|&(at, n)| t.narrow(0, at, n)).collect::<Vec<_>>(), 0)
+    }
+
+    /// How many values [`FlatAdam::packed`] gives: the number of parameters.
+    pub fn packed_len(&self) -> i64 {
+        self.slices.iter().map(|&(_, n)| n).sum()
+    }
+
+    /// Copies `packed`, laid out as [`FlatAdam::packed`] gives it, into `t`'s slices.
+    pub fn unpack_into(&self, packed: &Tensor, t: &Tensor) {
+        let mut from = 0;
+        tch::no_grad(|| {
+            for &(at, n) in &self.slices {
+                t.narrow(0, at, n).copy_(&packed.narrow(0, from, n));
+                from += n;
+            }
+        });
+    }
+
     pub fn zero_grad(&mut self) {
         let _ = self.grad.zero_();
     }
