@@ -37,7 +37,7 @@ fn value(name: &str, kind: &str, default: &str) -> String {
 
 fn parse(bin: &str, words: &[String]) -> Output {
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = Command::new(bin).args(words).env("PPO_PARSE_ONLY", "1").current_dir(dir.path()).output();
+    let out = Command::new(common::hooked(bin)).args(words).env("PPO_PARSE_ONLY", "1").current_dir(dir.path()).output();
     out.expect("the binary starts")
 }
 
@@ -116,6 +116,9 @@ fn capitalized(_: &str, name: &str) -> (Vec<String>, bool) {
     }
 }
 
+/// For every binary, every field of its script's `Args` in three spellings (`--a-flag value` with a bare `--flag`;
+/// `--a_flag value` with `--no_flag`; `--flag False`) parses to that value under the field's name, where the binary has
+/// the field.
 #[test]
 fn every_cleanrl_field_parses_both_ways_on_every_binary() {
     for (binary, bin) in BINARIES {

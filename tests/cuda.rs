@@ -17,6 +17,7 @@ const BINARIES: &[(&str, &str)] = &[
     (env!("CARGO_BIN_EXE_ppo_continuous"), "--env-id Pendulum-v1 --total-timesteps 2048"),
     (env!("CARGO_BIN_EXE_ppo_lstm"), "--env-id CartPoleNoVel-v1 --total-timesteps 1024"),
     (env!("CARGO_BIN_EXE_ppo_lstm_workers"), "--env-id CartPoleNoVel-v1 --total-timesteps 1024"),
+    (env!("CARGO_BIN_EXE_ppo_noisy"), "--total-timesteps 512"),
     (env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"), "--env-id GridHarvest-v0 --total-timesteps 1024"),
     (env!("CARGO_BIN_EXE_ppo_ressim"), "--env-id ResSim-case1 --num-envs 4 --total-timesteps 400"),
     (
@@ -26,8 +27,12 @@ const BINARIES: &[(&str, &str)] = &[
     ),
 ];
 
-/// [`BINARIES`], each with its arguments.
+/// [`BINARIES`], each with its arguments. Every binary of `diffs/family.txt` must be there.
 fn binaries() -> impl Iterator<Item = (&'static str, Vec<&'static str>)> {
+    let listed: Vec<&str> = BINARIES.iter().map(|(bin, _)| bin.rsplit('/').next().expect("a file name")).collect();
+    for bin in common::family().into_iter().flat_map(|(parent, child)| [parent, child]) {
+        assert!(listed.contains(&bin.as_str()), "{bin} (diffs/family.txt) is not in tests/cuda.rs's BINARIES");
+    }
     BINARIES.iter().map(|(bin, args)| (*bin, args.split(' ').collect()))
 }
 
@@ -266,7 +271,7 @@ fn multigpu_sums_gradients_with_nccl() {
     let Some(gpus) = gpus_or_skip("multigpu_sums_gradients_with_nccl") else { return };
     let bin = env!("CARGO_BIN_EXE_ppo_atari_multigpu");
     let args = ["--total-timesteps", "1024", "--local-num-envs", "2", "--num-steps", "32"];
-    let run = run_cuda(bin, &args, &[("PPO_FORCE_ALLREDUCE", "1")]);
+    let run = run_cuda(&common::hooked(bin), &args, &[("PPO_FORCE_ALLREDUCE", "1")]);
     let stdout = String::from_utf8_lossy(&run.output.stdout).to_string();
     assert!(stdout.contains("gradients all-reduced by NCCL"), "{stdout}");
     checks(&run.csv("updates.csv"), bin);

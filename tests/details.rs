@@ -323,6 +323,8 @@ fn render() -> String {
     md
 }
 
+/// Every tag in `src/bin/*.rs` names a detail of the catalogue: the article's numbered details and the extra ones after
+/// them.
 #[test]
 fn tags_name_existing_details() {
     let details = catalogue();
@@ -340,6 +342,8 @@ fn tags_name_existing_details() {
     );
 }
 
+/// Every binary of `diffs/family.txt` that has tags carries a tag for each of its own details (`OWN`) and its
+/// ancestors', but for those `DROPPED` lists.
 #[test]
 fn variants_carry_their_tags() {
     let (details, tags, fam) = (catalogue(), tags(), common::family());
@@ -383,6 +387,7 @@ fn every_detail_is_implemented_somewhere() {
     assert!(missing.is_empty(), "no binary implements:\n{}", missing.join("\n"));
 }
 
+/// `docs/details.md` is what `render` makes from the tags; with `UPDATE_DOCS=1` it is rewritten instead.
 #[test]
 fn details_index_is_current() {
     let (path, want) = ("docs/details.md", render());

@@ -17,6 +17,8 @@ fn unified_diff(parent: &str, child: &str) -> String {
     String::from_utf8(out.stdout).expect("utf-8 diff")
 }
 
+/// Each `diffs/<child>.diff` of `diffs/family.txt` is the unified diff of its parent's file and its own; none is left
+/// for a binary that does not exist.
 #[test]
 fn diffs_are_current() {
     let mut stale = Vec::new();

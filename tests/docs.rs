@@ -383,6 +383,8 @@ fn script_takes(script: &str, flag: &str) -> bool {
     [format!("{flag})"), format!("{flag}|"), format!("|{flag}"), format!("\"{flag}\"")].iter().any(|f| text.contains(f))
 }
 
+/// Every command the pages show, found and checked as the header says: run, compared with its `console` block, or its
+/// flags checked by its script's parser.
 #[test]
 fn every_command_shown_runs() {
     let shown = all_shown();
@@ -535,7 +537,7 @@ fn glob(pattern: &str, text: &str) -> bool {
 /// The long flags a user may give: every binary's `--help`, every script's text, and the other programs shown.
 fn known_flags() -> String {
     let mut text = String::from(
-        "--release --bin --example --test --lib --manifest-path --nocapture --oversubscribe \
+        "--release --bin --example --test --lib --manifest-path --nocapture --ignored --oversubscribe \
         --hostfile --mca --bind-to --quiet --map-by --no-fail-fast --test-threads --as-needed --no-as-needed ",
     );
     for entry in std::fs::read_dir(bin_dir()).expect("target/release").flatten() {
@@ -638,6 +640,8 @@ fn is_a_test(file: &str, function: &str) -> bool {
     })
 }
 
+/// Every name of ours a page cites in a code span exists in the code, and every test `<file>.rs::<function>` cited is a
+/// `#[test]` of that file, not `#[ignore]`d.
 #[test]
 fn every_name_cited_exists() {
     let code = code_files();

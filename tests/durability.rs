@@ -29,6 +29,9 @@ fn calls(trace: &str, dir: &std::path::Path) -> Vec<(String, String)> {
     out
 }
 
+/// `ppo --checkpoint-interval 2 --save-model` under `strace`: every renamed file is synced right before its rename and
+/// its directory right after; updates.csv, episodes.csv and the events are synced before each checkpoint's rename; the
+/// renames are args.json, two checkpoints, the model and eval.csv.
 #[test]
 fn the_logs_reach_the_disk_before_each_checkpoint_and_renames_are_durable() {
     let Ok(strace) = Command::new("strace").arg("-V").output() else {

@@ -48,6 +48,8 @@ fn slug(heading: &str) -> String {
         .collect()
 }
 
+/// Every relative link of README.md and docs/*.md names a file of the repository; with `#anchor`, a heading of that
+/// file, or a line of a source file.
 #[test]
 fn every_link_resolves() {
     let mut broken = Vec::new();
@@ -81,6 +83,7 @@ fn every_link_resolves() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
+/// Every page under docs/ is linked from the README.
 #[test]
 fn every_docs_page_is_linked_from_the_readme() {
     let readme = std::fs::read_to_string("README.md").expect("README.md");

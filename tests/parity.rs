@@ -330,26 +330,41 @@ fn assert_parity(index: usize) {
     }
 }
 
+/// `ppo` on CartPole-v1, 4 envs x 32 steps, against CleanRL's `ppo.py` fed its trace: the trace's discrete parts are
+/// the ones `ppo.py` was fed (a hash), its float parts within `FED`; after each of the three updates every parameter's
+/// change and every logged value are `ppo.py`'s within `tolerance`.
 #[test]
 fn ppo_lands_on_cleanrls_weights() {
     assert_parity(0);
 }
 
+/// `ppo_continuous` on Reacher-v4, 1 env x 64 steps, against CleanRL's `ppo_continuous_action.py` fed its trace: the
+/// trace's discrete parts are the ones the script was fed (a hash), its float parts within `FED`; after each of the
+/// three updates every parameter's change and every logged value are the script's within `tolerance`.
 #[test]
 fn ppo_continuous_lands_on_cleanrls_weights() {
     assert_parity(1);
 }
 
+/// `ppo_atari` on Breakout, 2 envs x 16 steps, against CleanRL's `ppo_atari.py` fed its trace: the trace's discrete
+/// parts are the ones `ppo_atari.py` was fed (a hash), its float parts within `FED`; after each of the three updates
+/// every parameter's change and every logged value are `ppo_atari.py`'s within `tolerance`.
 #[test]
 fn ppo_atari_lands_on_cleanrls_weights() {
     assert_parity(2);
 }
 
+/// `ppo_lstm` on Breakout, 2 envs x 128 steps, against CleanRL's `ppo_atari_lstm.py` fed its trace: the trace's
+/// discrete parts are the ones the script was fed (a hash), its float parts within `FED`; after each of the three
+/// updates every parameter's change and every logged value are the script's within `tolerance`.
 #[test]
 fn ppo_lstm_lands_on_cleanrls_weights() {
     assert_parity(3);
 }
 
+/// `ppo_multidiscrete_mask` on MicrortsMining-v1, 2 envs x 16 steps, against the blog's `ppo_multidiscrete_mask.py` fed
+/// its trace: the trace's discrete parts are the ones the script was fed (a hash), its float parts within `FED`; after
+/// each of the three updates every parameter's change and every logged value are the script's within `tolerance`.
 #[test]
 fn ppo_multidiscrete_mask_lands_on_the_blogs_weights() {
     assert_parity(4);

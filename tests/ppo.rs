@@ -8,6 +8,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_ppo");
 /// About 20 updates of 512 steps.
 const SHORT: &[&str] = &["--total-timesteps", "10240"];
 
+/// 20 updates of 512 steps: ratio == 1 (|ratio − 1| within 1e-5) and nothing clipped at every update's first minibatch,
+/// approx_kl below 0.02 at each, TensorBoard holding the CSVs' values, and a progress line per update with the time
+/// left.
 #[test]
 fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
     let r = run(BIN, SHORT);
@@ -23,6 +26,8 @@ fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
     assert!(lines[19].contains(", 00:00:00 left, "), "nothing left after the last update: {stdout}");
 }
 
+/// Two runs of seed 5 log the same updates.csv and episodes.csv, timing columns aside (one computation, compared
+/// exactly); seed 6 logs other updates.
 #[test]
 fn same_seed_same_metrics_on_cpu() {
     let a = run(BIN, &[SHORT, &["--seed", "5"]].concat());
@@ -31,6 +36,8 @@ fn same_seed_same_metrics_on_cpu() {
     common::assert_same_metrics(&a, &b, &c);
 }
 
+/// `--save-model` writes `<exp-name>.safetensors`, no temporary file left; eval.csv holds 10 episodes of returns in [1,
+/// 500]; args.json records the run's flags.
 #[test]
 fn save_model_writes_weights_and_evaluates_them() {
     let r = run(BIN, &[SHORT, &["--save-model", "--exp-name", "saved"]].concat());
@@ -43,6 +50,8 @@ fn save_model_writes_weights_and_evaluates_them() {
     assert_eq!((&r.args()["exp_name"], &r.args()["total_timesteps"]), (&"saved".into(), &10240.into()));
 }
 
+/// Bad input: one line, exit code 2, no run directory. Every shared flag at its edge (`common::SHARED_FLAG_EDGES`), an
+/// indivisible batch, fewer steps than one batch, an id Gymnasium does not know, and ids another binary runs.
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
     common::assert_bad_input(BIN, common::SHARED_FLAG_EDGES);

@@ -19,6 +19,8 @@ fn ratio_is_one_at_first_minibatch_and_kl_stays_small() {
     assert!(episodes.col("charts/episodic_length").iter().all(|&l| l > 100.0));
 }
 
+/// Seed 3 on 1 and on 2 env threads logs the same updates.csv and episodes.csv, timing columns aside; seed 4 logs other
+/// updates.
 #[test]
 fn same_seed_same_metrics_with_one_or_two_env_threads() {
     let args = ["--total-timesteps", "2048", "--seed", "3"];
@@ -40,6 +42,9 @@ fn native_and_gymnasiums_seaquest_are_the_same_run() {
     common::assert_same_metrics(&native, &gymnasium, &other_seed);
 }
 
+/// Bad input: one line, exit code 2, no run directory. Every shared flag at its edge (`common::SHARED_FLAG_EDGES`), ids
+/// that are no v4 game, an id another binary runs, a ROM directory that is missing or lacks the game, and an
+/// indivisible batch.
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
     assert_bad_input(BIN, common::SHARED_FLAG_EDGES);
@@ -57,6 +62,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
     );
 }
 
+/// `--capture-video`: one folder in `videos/` named after the run, holding env 0's first game as a whole GIF.
 #[test]
 fn capture_video_writes_env_0s_games_as_gifs() {
     let r = run(BIN, &["--total-timesteps", "2048", "--capture-video"]);

@@ -38,7 +38,11 @@ fn one_process_is_ppo_atari() {
     assert!(!ours.1.rows.is_empty(), "no Breakout game finished: the check is empty");
     let stdout = |r: &Run| String::from_utf8_lossy(&r.output.stdout).to_string();
     assert!(stdout(&alone).contains("one rank, no all-reduce"), "{}", stdout(&alone));
-    let forced = run_with_env(BIN, &[&["--local-num-envs", "2"], SMALL].concat(), &[("PPO_FORCE_ALLREDUCE", "1")]);
+    let forced = run_with_env(
+        &common::hooked(BIN),
+        &[&["--local-num-envs", "2"], SMALL].concat(),
+        &[("PPO_FORCE_ALLREDUCE", "1")],
+    );
     forced.assert_ok();
     assert!(stdout(&forced).contains("gradients all-reduced by MPI through host memory"), "{}", stdout(&forced));
     let seconds = forced.csv("updates.csv").col("timing/allreduce_seconds");
@@ -101,6 +105,9 @@ fn a_killed_rank_stops_the_job_and_keeps_the_metrics() {
     assert!(kept >= 2, "rank 0's metrics so far are kept: {kept} rows");
 }
 
+/// Bad input: one line, exit code 2, no run directory. Every shared flag at its edge (`common::SHARED_FLAG_EDGES`) but
+/// `--num-envs`, which it refuses for `--local-num-envs`; bad values of its own flags, an id another binary runs, an
+/// indivisible batch, fewer steps than one batch. Under `mpirun` with two ranks, three of them are one line too.
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
     let edges: Vec<_> = common::SHARED_FLAG_EDGES.iter().filter(|(args, _, _)| !args.contains(&"--num-envs")).collect();
@@ -132,7 +139,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
 fn rank_0s_nccl_failure_ends_every_rank_with_its_line() {
     let dir = tempfile::tempdir().expect("temp dir");
     let args = [&["--local-num-envs", "2"][..], SMALL].concat();
-    let mut child = common::mpirun(dir.path(), BIN, &["--quiet"], &args)
+    let mut child = common::mpirun(dir.path(), &common::hooked(BIN), &["--quiet"], &args)
         .env("PPO_NCCL_FAIL_ID", "1")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -145,6 +145,9 @@ fn anneal_clip_decays_the_clip_coefficient() {
     assert!(clip.len() == 5 && clip.iter().zip(want).all(|(c, w)| (c - w).abs() < 1e-12), "{clip:?}");
 }
 
+/// Bad input: one line, exit code 2, no run directory. Every shared flag at its edge (`common::SHARED_FLAG_EDGES`), an
+/// unknown id, an id another binary runs, an indivisible batch, bad `--adaptive-lr-rule` and `--desired-kl` values,
+/// `--capture-video` on its MuJoCo default, and a missing MuJoCo library or assets. A native env runs without MuJoCo.
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
     common::assert_bad_input(BIN, common::SHARED_FLAG_EDGES);
@@ -197,7 +200,7 @@ fn mujocos_failures_end_the_run_with_one_line() {
         ("make_data", 2, "error: HalfCheetah-v4: MuJoCo cannot allocate its simulation data"),
     ] {
         let args = ["--num-envs", "2", "--env-threads", "2", "--total-timesteps", "4096"];
-        let r = common::run_with_env(BIN, &args, &[("PPO_MUJOCO_FAIL", fail)]);
+        let r = common::run_with_env(&common::hooked(BIN), &args, &[("PPO_MUJOCO_FAIL", fail)]);
         let stderr = common::assert_one_line(&r.output, code, line, fail);
         assert!(stderr.starts_with(line), "{fail}: {stderr}");
     }

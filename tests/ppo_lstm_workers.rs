@@ -144,6 +144,9 @@ fn a_killed_worker_stops_the_job_and_resume_continues() {
     common::assert_ratio_one(&updates, 50);
 }
 
+/// Bad input: one line, exit code 2, no run directory. Every shared flag at its edge (`common::SHARED_FLAG_EDGES`),
+/// with its own `--norm-adv` case (its minibatches are whole envs); minibatches that are not whole envs and an id
+/// another binary runs. Under `mpirun`, four cases are one line too.
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
     let shared: Vec<common::BadInput> =

@@ -41,6 +41,8 @@ fn save_model_writes_weights_and_evaluates_them() {
     assert!(returns.iter().all(|r| (0.0..=20.0).contains(r)), "{returns:?}");
 }
 
+/// Bad input: one line, exit code 2, no run directory. Every shared flag at its edge (`common::SHARED_FLAG_EDGES`), ids
+/// another binary runs and unknown ids, a bad `--invalid-action-masking`, and a missing MicroRTS or Java.
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
     assert_bad_input(BIN, common::SHARED_FLAG_EDGES);

@@ -134,6 +134,8 @@ fn the_rules_hand_worked_cases() {
     assert_eq!((rsl(0.05, 0.01), rsl(9e-3, 0.001), rsl(1.2e-5, 1.0)), (0.05, 1e-2, 1e-5));
 }
 
+/// Bad input: one line, exit code 2, no run directory. Every shared flag at its edge (`common::SHARED_FLAG_EDGES`), bad
+/// `--noisy`, `--desired-kl` and `--reward-scale` values, and an id another binary runs.
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
     assert_bad_input(BIN, common::SHARED_FLAG_EDGES);

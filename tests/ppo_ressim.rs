@@ -51,6 +51,8 @@ fn target_kl_stops_the_epochs() {
     common::assert_early_stops(&cleanrl.assert_ok().csv("updates.csv"), true, &kls, 0.002, minibatches);
 }
 
+/// Seed 5 on 1 and on 2 env threads logs the same updates.csv and episodes.csv, timing columns aside; seed 6 logs other
+/// updates.
 #[test]
 fn same_seed_same_metrics() {
     let a = run(BIN, &[SMALL, SHORT, &["--seed", "5", "--env-threads", "1"]].concat());
@@ -58,8 +60,12 @@ fn same_seed_same_metrics() {
     common::assert_same_metrics(&a, &b, &run(BIN, &[SMALL, SHORT, &["--seed", "6"]].concat()));
 }
 
+/// Bad input: one line, exit code 2, no run directory. Every shared flag at its edge (`common::SHARED_FLAG_EDGES`),
+/// bad values of flags of its own, the env ids of another binary or of none, a permeability file that cannot be
+/// read, an indivisible batch, fewer steps than one batch, and `--capture-video`.
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
+    common::assert_bad_input(BIN, common::SHARED_FLAG_EDGES);
     common::assert_bad_input(
         BIN,
         &[

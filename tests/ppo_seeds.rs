@@ -31,8 +31,9 @@ fn metrics(r: &Run, seed: Option<f64>) -> (Table, Table) {
 /// column's scale (measured over 8 updates: 0 on an Intel Xeon, 3.1e-5 at most on AMD EPYCs, docs/tests.md).
 const ONE_SEED_TOLERANCE: f64 = 1e-3;
 
-/// `--num-seeds 1` is `ppo`: the same episodes and counts, every other value within rounding, on one libtorch
-/// thread each; with `--target-kl` one update only (past it a KL near the threshold would part the runs).
+/// `--num-seeds 1` is `ppo`, with 8 envs and with 4: the same episodes and counts, every other value within rounding,
+/// on one libtorch thread each; with `--target-kl` one update only (past it a KL near the threshold would part the
+/// runs).
 #[test]
 fn one_seed_is_ppo() {
     for (steps, envs, extra) in [("8192", "8", &[][..]), ("1024", "8", &["--target-kl", "0.005"]), ("512", "4", &[])] {
@@ -316,9 +317,10 @@ fn a_stopped_seed_logs_where_it_stopped() {
 /// those after update 1; seed 1's metrics are the clean run's, to the bit; exit code 1; a `--resume` keeps it stopped.
 #[test]
 fn a_non_finite_seed_stops_alone() {
+    let bin = &common::hooked(BIN); // ENVS_NAN_REWARD: the clean run too, one computation
     let args = |steps: &'static str| ["--num-seeds", "2", "--seed", "1", "--save-model", "--total-timesteps", steps];
     let nan = [("ENVS_NAN_REWARD", "5:200")];
-    let (clean, poisoned) = (run(BIN, &args("2048")), common::run_with_env(BIN, &args("2048"), &nan));
+    let (clean, poisoned) = (run(bin, &args("2048")), common::run_with_env(bin, &args("2048"), &nan));
     let stderr = poisoned.stderr();
     assert_eq!(poisoned.output.status.code(), Some(1), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
@@ -330,7 +332,7 @@ fn a_non_finite_seed_stops_alone() {
     assert_eq!(of_seed(&updates, 2.0).col("debug/nonfinite_at_update"), [0.0, 2.0, 2.0, 2.0]);
     assert_eq!(of_seed(&updates, 1.0).col("debug/nonfinite_at_update"), [0.0; 4]);
     // seed 2's weights and Adam steps: those after update 1 (which the NaN, in update 2, left as they were)
-    let one = run(BIN, &args("512"));
+    let one = run(bin, &args("512"));
     let read = |dir: &Path| tensors(&dir.join("ppo_seeds_seed2.safetensors"));
     let after_one = read(&one.assert_ok().dir());
     let frozen_as_after_one = |dir: &Path| {
@@ -346,12 +348,12 @@ fn a_non_finite_seed_stops_alone() {
     };
     assert_eq!(steps(&poisoned), [64, 16], "4 updates of 16 minibatches for seed 1, one update for seed 2");
     // a run of 3 updates resumed to 4: seed 2 stays stopped (no NaN reward now), the run fails again
-    let three = common::run_with_env(BIN, &args("1536"), &nan);
+    let three = common::run_with_env(bin, &args("1536"), &nan);
     assert_eq!(three.output.status.code(), Some(1), "{}", three.stderr());
     let dir = three.dir();
     let resumed = common::run_in(
         three.workdir.path(),
-        BIN,
+        bin,
         &["--total-timesteps", "2048", "--resume", dir.to_str().expect("utf-8")],
     );
     assert_eq!(resumed.status.code(), Some(1), "{}", String::from_utf8_lossy(&resumed.stderr));
@@ -375,7 +377,9 @@ fn the_run_ends_when_no_seed_is_left() {
     assert_eq!(stopped.iter().copied().fold(0.0, f64::max), last, "it ends at the update the last seed stopped at");
 }
 
-/// Bad input: one line, exit code 2, nothing written.
+/// Bad input: one line, exit code 2, no run directory. Every shared flag at its edge (`common::SHARED_FLAG_EDGES`), bad
+/// seed counts, more seeds than memory holds, a seed with no room for its envs, an indivisible batch, fewer steps than
+/// one batch, an id another binary runs, and a malformed `ENVS_NAN_REWARD`.
 #[test]
 fn bad_input_is_one_line_exit_2() {
     assert_bad_input(
@@ -389,9 +393,10 @@ fn bad_input_is_one_line_exit_2() {
             (&["--num-seeds", "10000000"], &[], "the seeds need up to about"), // 1.8 TB, refused before any is made
             // seed k's env e is --seed + k + e: the library keeps 2^32 seeds of room
             (&["--num-seeds", "3", "--seed", "18446744069414584320"], &[], "must be at most 18446744069414584319"),
-            (&[], &[("ENVS_NAN_REWARD", "5")], "ENVS_NAN_REWARD"), // the testing aid, malformed
         ],
     );
+    // the testing aid, malformed: read by the binaries with the test hooks only
+    assert_bad_input(&common::hooked(BIN), &[(&[], &[("ENVS_NAN_REWARD", "5")], "ENVS_NAN_REWARD")]);
     assert_bad_input(BIN, common::SHARED_FLAG_EDGES);
 }
 

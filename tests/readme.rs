@@ -1,9 +1,13 @@
 //! Every number README.md and docs/*.md state about a binary's lines or a diff's size is computed here from the
 //! files: the README's variants table ("lines (diff)": `wc -l` of `src/bin/<binary>.rs` and the size of
-//! `diffs/<binary>.diff`; "diff parent": `diffs/family.txt`'s), and the generated regions `<!-- lines:begin -->`
-//! (ours beside CleanRL's and the blog's, from `docs/reference_diffs.csv`) and `<!-- family:begin -->` (the tree).
-//! A diff's size is its changed lines on both sides, headers and blank ones aside, as `scripts/changed-lines` counts.
-//! `scripts/update-details` runs this with `UPDATE_DOCS=1`, which rewrites the figures instead of failing.
+//! `diffs/<binary>.diff`; "diff parent": `diffs/family.txt`'s), and the generated regions `lines` (ours beside
+//! CleanRL's and the blog's, from `docs/reference_diffs.csv`) and `family` (the tree). A diff's size is its changed
+//! lines on both sides, headers and blank ones aside, as `scripts/changed-lines` counts.
+//!
+//! What the suite checks is the tests' own words: docs/tests.md's generated region `tests` holds each test file's `//!`
+//! comment and each `#[test]` function's `///` comment, verbatim, under a heading whose anchor a page links. Every test
+//! a page cites in prose links that entry. `scripts/update-details` runs this with `UPDATE_DOCS=1`, which rewrites the
+//! figures and regions and links the citations instead of failing.
 
 mod common;
 
@@ -11,8 +15,17 @@ use std::process::Command;
 
 const README: &str = "README.md";
 const REFERENCES: &str = "docs/reference_diffs.csv";
+/// Held by each test that reads and rewrites the pages, so that none reads a page another is writing.
+static PAGES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// The generated regions: (name, what fills them).
-const REGIONS: [(&str, fn() -> String); 2] = [("lines", lines_table), ("family", family_tree)];
+const REGIONS: [(&str, fn() -> String); 3] = [("lines", lines_table), ("family", family_tree), ("tests", tests_list)];
+/// The folders whose `*.rs` files' `#[test]` functions the `tests` region lists, each with the prefix of its
+/// tests' anchors.
+const TEST_DIRS: [(&str, &str); 3] = [("tests", ""), ("tests/unit", "unit "), ("envs/tests", "envs ")];
+/// The page that holds the `tests` region, which a page links for a test's entry.
+const TESTS_PAGE: &str = "docs/tests.md";
+/// The widest line the generated text wraps to.
+const WIDTH: usize = 120;
 
 /// README.md and docs/*.md, docs/details.md aside (tests/details.rs generates and checks it).
 fn pages() -> Vec<String> {
@@ -149,9 +162,172 @@ fn family_tree() -> String {
     out.join("\n")
 }
 
+/// A `#[test]` function of a test file.
+struct TestFn {
+    name: String,
+    /// Its `///` doc comment, a paragraph per item.
+    doc: Vec<String>,
+    /// The reason of its `#[ignore = "..."]`, or "" for a bare `#[ignore]`.
+    ignored: Option<String>,
+}
+
+/// A test file: its path, its `//!` doc comment (a paragraph per item) and its `#[test]` functions in file order.
+struct TestFile {
+    path: String,
+    /// The prefix of its tests' headings: `ppo` for `tests/ppo.rs`, `envs golden` for `envs/tests/golden.rs`.
+    prefix: String,
+    doc: Vec<String>,
+    tests: Vec<TestFn>,
+}
+
+/// Doc comment lines, their marker (`///`, `//!`) and one space cut, as paragraphs: a blank line ends one.
+fn paragraphs(lines: &[&str]) -> Vec<String> {
+    let mut out = vec![String::new()];
+    for line in lines {
+        let last = out.last_mut().expect("a paragraph");
+        match line.trim() {
+            "" if last.is_empty() => {}
+            "" => out.push(String::new()),
+            text => {
+                if !last.is_empty() {
+                    last.push(' ');
+                }
+                last.push_str(text);
+            }
+        }
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+/// The `//!` comment and the `#[test]` functions of a test file's text. A function's doc comment is the `///` lines
+/// among the attributes right above it; a plain `//` line there is not part of it.
+fn read_tests(text: &str) -> (Vec<String>, Vec<TestFn>) {
+    let module: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("//!")).collect();
+    let (mut tests, mut doc, mut attributes) = (Vec::new(), Vec::<&str>::new(), Vec::<&str>::new());
+    for line in text.lines().map(str::trim) {
+        if let Some(d) = line.strip_prefix("///") {
+            doc.push(d);
+        } else if line.starts_with("#[") {
+            attributes.push(line);
+        } else if line.starts_with("//") && !line.starts_with("//!") {
+            continue;
+        } else {
+            let name = line.trim_start_matches("pub ").strip_prefix("fn ").and_then(|f| f.split('(').next());
+            if let Some(name) = name.filter(|_| attributes.iter().any(|a| *a == "#[test]")) {
+                let ignored = attributes.iter().find_map(|a| {
+                    let rest = a.strip_prefix("#[ignore")?.strip_suffix(']')?.trim();
+                    Some(rest.trim_start_matches('=').trim().trim_matches('"').to_string())
+                });
+                tests.push(TestFn { name: name.to_string(), doc: paragraphs(&doc), ignored });
+            }
+            doc.clear();
+            attributes.clear();
+        }
+    }
+    (paragraphs(&module), tests)
+}
+
+/// Every test file of [`TEST_DIRS`] with a `#[test]` function, in the folders' order, each folder's by name.
+fn test_files() -> Vec<TestFile> {
+    let mut out = Vec::new();
+    for (dir, prefix) in TEST_DIRS {
+        let mut paths: Vec<String> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{dir}/: {e}"))
+            .map(|e| e.expect("entry").path().display().to_string())
+            .filter(|p| p.ends_with(".rs"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let (doc, tests) = read_tests(&std::fs::read_to_string(&path).expect("a test file"));
+            let stem = path.rsplit('/').next().expect("a name").trim_end_matches(".rs");
+            if !tests.is_empty() {
+                out.push(TestFile { prefix: format!("{prefix}{stem}"), path, doc, tests });
+            }
+        }
+    }
+    out
+}
+
+/// GitHub's anchor for a heading, as tests/links.rs derives it: lower case, spaces to '-', punctuation dropped.
+fn slug(heading: &str) -> String {
+    let text = heading.trim_start_matches('#').trim().to_lowercase();
+    text.chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The heading of a test's entry: `ppo: same_seed_same_metrics_on_cpu`, anchor `ppo-same_seed_same_metrics_on_cpu`.
+fn test_heading(file: &TestFile, test: &str) -> String {
+    format!("{}: {test}", file.prefix)
+}
+
+/// A paragraph wrapped to [`WIDTH`] columns, broken only at a space outside a code span and never before a word
+/// that would start a list item, a heading, a quote or a table row.
+fn wrap(paragraph: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    let mut in_code = false;
+    for word in paragraph.split(' ') {
+        match words.last_mut() {
+            Some(last) if in_code => {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ => words.push(word.to_string()),
+        }
+        in_code ^= word.matches('`').count() % 2 == 1;
+    }
+    let starts_a_block = |w: &str| {
+        ["-", "*", "+", "#", ">", "|", "="].iter().any(|s| w.starts_with(s))
+            || w.strip_suffix(['.', ')']).is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+    };
+    let mut lines: Vec<String> = vec![String::new()];
+    for word in words {
+        let line = lines.last_mut().expect("a line");
+        let fits = line.chars().count() + 1 + word.chars().count() <= WIDTH;
+        if line.is_empty() || fits || starts_a_block(&word) {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(&word);
+        } else {
+            lines.push(word);
+        }
+    }
+    lines.join("\n")
+}
+
+/// The `tests` region: each test file's `//!` comment, then each of its `#[test]` functions under a heading of its
+/// own (the anchor a page links) with its `///` comment, as the file has them.
+fn tests_list() -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut anchors = std::collections::BTreeSet::new();
+    for file in test_files() {
+        out.push(format!("### `{}`", file.path));
+        out.extend(file.doc.iter().map(|p| wrap(p)));
+        for test in &file.tests {
+            let heading = test_heading(&file, &test.name);
+            assert!(anchors.insert(slug(&heading)), "two tests' entries have the anchor #{}", slug(&heading));
+            out.push(format!("#### {heading}"));
+            if test.doc.is_empty() {
+                out.push("No doc comment.".to_string());
+            }
+            out.extend(test.doc.iter().map(|p| wrap(p)));
+            match test.ignored.as_deref() {
+                Some("") => out.push("Marked `#[ignore]`.".to_string()),
+                Some(why) => out.push(wrap(&format!("Marked `#[ignore]`: {why}."))),
+                None => {}
+            }
+        }
+    }
+    out.join("\n\n")
+}
+
 /// `text` with every `<!-- NAME:begin -->` ... `<!-- NAME:end -->` region holding `body`, and how many there are.
 fn fill_regions(text: &str, name: &str, body: &str) -> (String, usize) {
-    let (begin, end) = (format!("<!-- {name}:begin -->"), format!("<!-- {name}:end -->"));
+    // a marker starts its line: a doc comment that quotes one in the `tests` region is no marker
+    let (begin, end) = (format!("\n<!-- {name}:begin -->"), format!("\n<!-- {name}:end -->"));
     let (mut out, mut rest, mut count) = (String::new(), text, 0);
     while let Some(at) = rest.find(&begin) {
         let after = &rest[at + begin.len()..];
@@ -159,7 +335,6 @@ fn fill_regions(text: &str, name: &str, body: &str) -> (String, usize) {
         out.push_str(&rest[..at + begin.len()]);
         out.push('\n');
         out.push_str(body);
-        out.push('\n');
         rest = &after[stop..];
         count += 1;
     }
@@ -191,8 +366,11 @@ fn lines_cell(bin: &str, is_variant: bool) -> String {
     format!("{lines} (diff: {})", diff_size(bin))
 }
 
+/// The README's variants table: each row's "lines (diff)" is the files' and its "diff parent" `diffs/family.txt`'s, and
+/// every binary of `diffs/family.txt` has a row.
 #[test]
 fn variants_table_figures_are_current() {
+    let _pages = PAGES.lock().unwrap_or_else(|e| e.into_inner());
     let readme = std::fs::read_to_string(README).expect("README.md");
     let fam = common::family();
     let lines: Vec<&str> = readme.lines().collect();
@@ -248,8 +426,11 @@ fn variants_table_figures_are_current() {
     assert!(wrong.is_empty(), "README.md's variants table:\n{}\n(edit README.md)", wrong.join("\n"));
 }
 
+/// Every generated region of README.md and docs/*.md holds what its generator makes now: `lines`, `family` and `tests`;
+/// each is on some page.
 #[test]
 fn generated_regions_are_current() {
+    let _pages = PAGES.lock().unwrap_or_else(|e| e.into_inner());
     let mut stale = Vec::new();
     let mut found = vec![0; REGIONS.len()];
     for page in pages() {
@@ -274,6 +455,97 @@ fn generated_regions_are_current() {
         stale.clear();
     }
     assert!(stale.is_empty(), "stale generated regions:\n{}\nrun scripts/update-details", stale.join("\n"));
+}
+
+/// Where `page` links the entry of `file`'s test `name` in [`TESTS_PAGE`].
+fn entry_link(page: &str, file: &TestFile, name: &str) -> String {
+    let to = if page == TESTS_PAGE {
+        ""
+    } else if page.starts_with("docs/") {
+        "tests.md"
+    } else {
+        TESTS_PAGE
+    };
+    format!("{to}#{}", slug(&test_heading(file, name)))
+}
+
+/// A test a page cites in prose, `` `tests/<file>.rs::<name>` ``: where its span starts and ends in `line`, its
+/// file and its name. Code blocks and headings are no prose; `src/`'s unit tests have no entry.
+fn cited_tests(line: &str) -> Vec<(usize, usize, String, String)> {
+    let mut out = Vec::new();
+    for (at, _) in line.match_indices('`') {
+        let rest = &line[at + 1..];
+        let Some(end) = rest.find('`') else { break };
+        let Some((file, name)) = rest[..end].split_once("::") else { continue };
+        let listed =
+            TEST_DIRS.iter().any(|(dir, _)| file.strip_prefix(dir).is_some_and(|f| f.matches('/').count() == 1));
+        let ident = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if listed && file.ends_with(".rs") && ident {
+            out.push((at, at + end + 2, file.to_string(), name.to_string()));
+        }
+    }
+    out
+}
+
+/// Every test that README.md or a page of docs/ cites in prose links its entry in the `tests` region:
+/// `` [`tests/ppo.rs::same_seed_same_metrics_on_cpu`](tests.md#ppo-same_seed_same_metrics_on_cpu) ``. With
+/// `UPDATE_DOCS=1` a bare citation becomes that link.
+#[test]
+fn every_test_cited_links_its_entry() {
+    let _pages = PAGES.lock().unwrap_or_else(|e| e.into_inner());
+    let files = test_files();
+    let (mut bare, mut wrong) = (Vec::new(), Vec::new());
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).expect("a page");
+        let (mut out, mut fence, mut region) = (Vec::new(), false, false);
+        for (i, line) in text.split('\n').enumerate() {
+            fence ^= line.trim_start().starts_with("```");
+            region = (region || line.starts_with("<!-- tests:begin -->")) && !line.starts_with("<!-- tests:end -->");
+            if fence || region || line.starts_with('#') || line.starts_with("    ") {
+                out.push(line.to_string());
+                continue;
+            }
+            let mut fixed = String::new();
+            let mut from = 0;
+            for (start, end, path, name) in cited_tests(line) {
+                let span = &line[start..end];
+                let Some(file) = files.iter().find(|f| f.path == path && f.tests.iter().any(|t| t.name == name)) else {
+                    wrong.push(format!("{page}:{}: {span} is no test of {TESTS_PAGE}'s list", i + 1));
+                    continue;
+                };
+                let target = entry_link(&page, file, &name);
+                let linked = line[..start].ends_with('[') && line[end..].starts_with("](");
+                fixed.push_str(&line[from..start]);
+                if linked {
+                    let given = line[end + 2..].split(')').next().unwrap_or_default();
+                    if given != target {
+                        wrong.push(format!("{page}:{}: {span} links {given}, its entry is {target}", i + 1));
+                    }
+                    fixed.push_str(span);
+                } else {
+                    bare.push(format!("{page}:{}: {span}", i + 1));
+                    fixed.push_str(&format!("[{span}]({target})"));
+                }
+                from = end;
+            }
+            fixed.push_str(&line[from..]);
+            out.push(fixed);
+        }
+        let new = out.join("\n");
+        if common::update_docs() && new != text {
+            std::fs::write(&page, new).expect("write a page");
+            eprintln!("linked the tests {page} cites to their entries");
+        }
+    }
+    if common::update_docs() {
+        bare.clear();
+    }
+    assert!(
+        bare.is_empty(),
+        "tests cited without a link to their entry in {TESTS_PAGE}:\n{}\nrun scripts/update-details (it links them)",
+        bare.join("\n")
+    );
+    assert!(wrong.is_empty(), "links to {TESTS_PAGE}'s entries:\n{}", wrong.join("\n"));
 }
 
 /// `scripts/changed-lines` (the shell's count, which `scripts/reference-diffs` uses for CleanRL's diffs) and this

@@ -218,11 +218,13 @@ fn the_snapshots_hold_on_the_processors_recorded() {
     assert!(compared > 0, "no recorded processor");
 }
 
+/// `ppo` on CartPole-v1 against `tests/snapshots/ppo/`.
 #[test]
 fn ppo_cartpole() {
     check("ppo", env!("CARGO_BIN_EXE_ppo"), &["--total-timesteps", "2048"]);
 }
 
+/// `ppo_atari` on Breakout, 2 envs, against `tests/snapshots/ppo_atari/`.
 #[test]
 fn ppo_atari_breakout() {
     let args = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "512", "--env-threads", "1"];
@@ -254,12 +256,14 @@ fn ppo_continuous_pendulum_adaptive_lr() {
     check("ppo_continuous_pendulum_adaptive_lr", env!("CARGO_BIN_EXE_ppo_continuous"), &args);
 }
 
+/// `ppo_lstm` on CartPoleNoVel-v1 (the MLP encoder) against `tests/snapshots/ppo_lstm/`.
 #[test]
 fn ppo_lstm_cartpole_novel() {
     let args = ["--env-id", "CartPoleNoVel-v1", "--num-steps", "32", "--total-timesteps", "1024", "--env-threads", "1"];
     check("ppo_lstm", env!("CARGO_BIN_EXE_ppo_lstm"), &args);
 }
 
+/// `ppo_lstm` on Breakout (the CNN), 4 envs, against `tests/snapshots/ppo_lstm_breakout/`.
 #[test]
 fn ppo_lstm_breakout() {
     let args = ["--num-envs", "4", "--num-steps", "32", "--total-timesteps", "256", "--env-threads", "1"];
@@ -287,24 +291,29 @@ fn ppo_lstm_workers_two_workers() {
     check_mpi("ppo_lstm_workers", env!("CARGO_BIN_EXE_ppo_lstm_workers"), 3, &args);
 }
 
+/// `ppo_multidiscrete_mask` on GridHarvest-v0 against `tests/snapshots/ppo_multidiscrete_mask/`.
 #[test]
 fn ppo_multidiscrete_mask_gridharvest() {
     let args = ["--env-id", "GridHarvest-v0", "--num-steps", "64", "--total-timesteps", "1536", "--env-threads", "1"];
     check("ppo_multidiscrete_mask", env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"), &args);
 }
 
+/// `ppo_multidiscrete_mask` on its default MicroRTS env, 2 envs, against
+/// `tests/snapshots/ppo_multidiscrete_mask_microrts/`.
 #[test]
 fn ppo_multidiscrete_mask_microrts() {
     let args = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "256", "--env-threads", "1"];
     check("ppo_multidiscrete_mask_microrts", env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"), &args);
 }
 
+/// `ppo_atari_multigpu` alone, one process, against `tests/snapshots/ppo_atari_multigpu/`.
 #[test]
 fn ppo_atari_multigpu_one_rank() {
     let args = ["--local-num-envs", "2", "--num-steps", "64", "--total-timesteps", "384", "--env-threads", "1"];
     check("ppo_atari_multigpu", env!("CARGO_BIN_EXE_ppo_atari_multigpu"), &args);
 }
 
+/// `ppo_ressim` on ResSim-case1, 8 envs, against `tests/snapshots/ppo_ressim/`.
 #[test]
 fn ppo_ressim_ressim() {
     let args = ["--env-id", "ResSim-case1", "--num-envs", "8", "--num-steps", "10", "--num-minibatches", "4"];

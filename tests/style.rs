@@ -2,6 +2,7 @@
 //! that anywhere, strings and comments included (rustfmt leaves those alone).
 use std::process::Command;
 
+/// `cargo fmt --all --check` changes nothing.
 #[test]
 fn the_code_is_rustfmt_formatted() {
     let out = Command::new("cargo").args(["fmt", "--all", "--check"]).output().expect("cargo fmt runs");
@@ -9,6 +10,7 @@ fn the_code_is_rustfmt_formatted() {
     assert!(out.status.success(), "cargo fmt --all would change:\n{diff}\n{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// No line of a `*.rs` file that git tracks or would add is longer than 120 characters.
 #[test]
 fn no_rust_line_is_longer_than_120_columns() {
     let files = Command::new("git").args(["ls-files", "--cached", "--others", "--exclude-standard", "*.rs"]).output();

@@ -168,6 +168,8 @@ fn replay_long<E: Env<Obs = f32>>(
     );
 }
 
+/// CartPole-v1: every golden case replayed from its start state under a time limit of 500 steps gives gymnasium's
+/// float32 observations, rewards and flags at every step, compared exactly.
 #[test]
 fn cartpole_matches_gymnasium() {
     replay("CartPole-v1", 500, |s| {
@@ -178,6 +180,8 @@ fn cartpole_matches_gymnasium() {
     });
 }
 
+/// Acrobot-v1: every golden case replayed from its start state under a time limit of 500 steps gives gymnasium's
+/// float32 observations, rewards and flags at every step, compared exactly.
 #[test]
 fn acrobot_matches_gymnasium() {
     replay("Acrobot-v1", 500, |s| {
@@ -225,6 +229,8 @@ fn acrobot_long_run_matches_gymnasium() {
     replay_long("Acrobot-v1", make, |rng, obs| mostly(rng, 3, || if obs[4] > 0.0 { 2 } else { 0 }));
 }
 
+/// MountainCar-v0: every golden case replayed from its start state under a time limit of 200 steps gives gymnasium's
+/// float32 observations, rewards and flags at every step, compared exactly.
 #[test]
 fn mountain_car_matches_gymnasium() {
     replay("MountainCar-v0", 200, |s| {
@@ -235,6 +241,8 @@ fn mountain_car_matches_gymnasium() {
     });
 }
 
+/// Pendulum-v1: every golden case replayed from its start state under a time limit of 200 steps gives gymnasium's
+/// float32 observations, rewards and flags at every step, compared exactly.
 #[test]
 fn pendulum_matches_gymnasium() {
     replay("Pendulum-v1", 200, |s| {
@@ -245,6 +253,8 @@ fn pendulum_matches_gymnasium() {
     });
 }
 
+/// MountainCarContinuous-v0: every golden case replayed from its start state under a time limit of 999 steps gives
+/// gymnasium's float32 observations, rewards and flags at every step, compared exactly.
 #[test]
 fn mountain_car_continuous_matches_gymnasium() {
     replay("MountainCarContinuous-v0", 999, |s| {
