@@ -116,9 +116,9 @@ fn capitalized(_: &str, name: &str) -> (Vec<String>, bool) {
     }
 }
 
-/// For every binary, every field of its script's `Args` in three spellings (`--a-flag value` with a bare `--flag`;
-/// `--a_flag value` with `--no_flag`; `--flag False`) parses to that value under the field's name, where the binary has
-/// the field.
+/// For each binary of `BINARIES`, those that follow a script, every field of the script's `Args` in three spellings
+/// (`--a-flag value` with a bare `--flag`; `--a_flag value` with `--no_flag`; `--flag False`) parses to that value
+/// under the field's name, where the binary has the field.
 #[test]
 fn every_cleanrl_field_parses_both_ways_on_every_binary() {
     for (binary, bin) in BINARIES {

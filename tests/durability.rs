@@ -1,6 +1,5 @@
-//! Nothing a checkpoint vouches for is lost to a power loss, seen under `strace`: before each checkpoint the logs
-//! and TensorBoard events reach the disk; every file put in place by a rename is synced before it, and its
-//! directory after it.
+//! The order of `ppo`'s syncs and renames, seen under `strace`: before each checkpoint the logs and TensorBoard
+//! events are synced; every file put in place by a rename is synced before it, and its directory after it.
 
 use std::process::Command;
 

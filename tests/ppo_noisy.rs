@@ -68,7 +68,8 @@ fn reward_scale_scales_what_is_learned_not_what_is_logged() {
     assert!(ratio < 0.05, "the value loss with rewards x 0.005: {ratio} of the unscaled one");
 }
 
-/// Each setting learns: a 60k-step run's last 20 episodes on CartPole-v1 average well above a random policy's (22).
+/// Each setting learns at a learning rate of 1e-3: a 61,440-step run's last 20 episodes on CartPole-v1 average above
+/// 100, where a random policy's average 22.
 #[test]
 fn every_noise_setting_learns_cartpole() {
     for noisy in ["none", "policy", "value", "both"] {

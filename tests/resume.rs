@@ -1,5 +1,5 @@
-//! Checkpoints and `--resume`, every binary end to end: a run killed midway continues from its checkpoint with no
-//! row lost or repeated; two resumes from one checkpoint agree; bad resumes are one line, exit code 2, nothing written.
+//! Checkpoints and `--resume`, end to end: a run killed midway continues from its checkpoint with no row lost or
+//! repeated; two resumes from one checkpoint agree; bad resumes are one line, exit code 2, nothing written.
 
 mod common;
 use common::{assert_success as ok, run_dir, run_in, Table, TIMING_COLUMNS};
@@ -233,8 +233,8 @@ fn two_resumes_at_once_leave_one_writer() {
     common::assert_tensorboard_matches_dir(&dir);
 }
 
-/// The run directory is checked before anything starts, in every binary: an --exp-name too long for a file name,
-/// or a `runs` that is a file, is one line, exit code 2, nothing written.
+/// The run directory is checked before anything starts. In each binary of `VARIANTS`, an `--exp-name` too long for a
+/// file name is one line, exit code 2, nothing written. In `ppo`, a `runs` that is a file is one line, exit code 2.
 #[test]
 fn the_run_directory_is_checked_before_anything_starts() {
     let long = "x".repeat(300);

@@ -2,7 +2,7 @@
 //! that anywhere, strings and comments included (rustfmt leaves those alone).
 use std::process::Command;
 
-/// `cargo fmt --all --check` changes nothing.
+/// rustfmt, run on every package of the workspace, would change nothing.
 #[test]
 fn the_code_is_rustfmt_formatted() {
     let out = Command::new("cargo").args(["fmt", "--all", "--check"]).output().expect("cargo fmt runs");

@@ -233,9 +233,9 @@ out = {f"init.{name}.{p}": getattr(layer, p) for name, layer in layers.items() f
 np.savez(sys.argv[1] + "/out.npz", **{k: v.detach().numpy() for k, v in out.items()})
 "#;
 
-/// Each binary's initial weights are the ones CleanRL's script draws from the same seed: `ppo` on CartPole-v1,
-/// `ppo_continuous` on Pendulum-v1 and `ppo_atari` on Breakout, seed 7 (and 1 for `ppo`), read from the run's
-/// first update (`PPO_TRACE`) and compared with torch's `nn.Linear`, `nn.Conv2d` and `orthogonal_`, bit for bit.
+/// The initial weights of `ppo` on CartPole-v1, `ppo_continuous` on Pendulum-v1 and `ppo_atari` on Breakout are the
+/// ones CleanRL's script draws from the same seed: seed 7 (and 1 for `ppo`), read from the run's first update
+/// (`PPO_TRACE`) and compared with torch's `nn.Linear`, `nn.Conv2d` and `orthogonal_`, bit for bit.
 #[test]
 fn each_binarys_initial_weights_are_torchs() {
     let _one_at_a_time = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
