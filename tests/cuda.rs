@@ -139,8 +139,8 @@ fn multigpu_device_line(bin: &Path, vars: &[(&str, &str)]) -> String {
     stdout.lines().next().unwrap_or_default().to_string()
 }
 
-/// Exactly the NCCL libtorch loaded, whatever is on the loader's path and wherever the binary lives (issue 39): a
-/// stub `libnccl.so` first on LD_LIBRARY_PATH is never loaded, and a copy of the binary outside target/ finds it.
+/// Exactly the NCCL libtorch loaded, whatever is on the loader's path and wherever the binary lives: a stub
+/// `libnccl.so` first on LD_LIBRARY_PATH is never loaded, and a copy of the binary outside target/ finds it.
 #[test]
 fn the_one_nccl_is_libtorchs() {
     if !libtorch_has_cuda() {

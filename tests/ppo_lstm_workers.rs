@@ -172,8 +172,8 @@ fn bad_input_is_one_line_and_exit_code_2() {
     }
 }
 
-/// The learner's batch is split, not a worker's (issue 59): five workers of 3 envs are five minibatches of 3 whole
-/// envs, though one worker's 96 steps do not divide by 5. Ratio == 1, every worker's episodes logged.
+/// The learner's batch is split, not a worker's: five workers of 3 envs are five minibatches of 3 whole envs, though
+/// one worker's 96 steps do not divide by 5. Ratio == 1, every worker's episodes logged.
 #[test]
 fn the_learners_batch_is_split_not_a_workers() {
     let args = ["--env-id", "CartPoleNoVel-v1", "--torch-threads", "1", "--num-envs", "3", "--num-minibatches", "5"];

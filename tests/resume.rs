@@ -411,9 +411,9 @@ fn resumed_rates(binary: &str, args: &[&str], steps: &str) -> (Vec<f64>, Vec<f64
     (updates.col("charts/learning_rate"), updates.col("debug/adaptive_kl"))
 }
 
-/// A run of an earlier build resumes with today's (issue 57): each run of two updates in
-/// `tests/earlier_runs/<binary>/` (`scripts/earlier-runs`) continues for one more, ratio == 1; a flag added since
-/// reads as that build did (`--adaptive-lr-rule` of ppo_continuous and ppo_multilevel).
+/// A run of an earlier build resumes with today's: each run of two updates in `tests/earlier_runs/<binary>/`
+/// (`scripts/earlier-runs`) continues for one more, ratio == 1; a flag added since reads as that build did
+/// (`--adaptive-lr-rule` of ppo_continuous and ppo_multilevel).
 #[test]
 fn runs_of_an_earlier_build_resume() {
     let earlier = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/earlier_runs");
