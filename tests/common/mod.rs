@@ -80,6 +80,48 @@ pub fn bin(name: &str) -> String {
     Path::new(env!("CARGO_BIN_EXE_ppo")).with_file_name(name).to_str().expect("a UTF-8 path").to_string()
 }
 
+/// The path of binary `bin` (a name, or the path of the binary users run) built with the feature `test-hooks`, which
+/// reads the fault injections' variables (PPO_PARSE_ONLY, ENVS_NAN_REWARD, ...). Only tests that set one run it.
+pub fn hooked(bin: &str) -> String {
+    let name = Path::new(bin).file_name().expect("a binary's name");
+    hooked_dir().join(name).to_str().expect("a UTF-8 path").to_string()
+}
+
+/// `target/hooked/<profile>/`: the binaries with the test hooks, built there once per test process (cargo rebuilds
+/// what changed). `target/<profile>/` keeps the binaries users run. The build directory stays `target/`, so the
+/// dependencies built for those serve; only `envs`, this package and the binaries compile again.
+pub fn hooked_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let plain = Path::new(env!("CARGO_BIN_EXE_ppo")).parent().expect("target/<profile>");
+        let target = plain.parent().expect("target/");
+        let mut vars = vec![("CARGO_TARGET_DIR", target.join("hooked"))];
+        if std::env::var_os("CARGO_BUILD_BUILD_DIR").is_none() {
+            vars.push(("CARGO_BUILD_BUILD_DIR", target.to_path_buf()));
+        }
+        cargo_build(&["-p", "ppo-details", "--features", "test-hooks", "--bins"], &vars);
+        target.join("hooked").join(plain.file_name().expect("<profile>"))
+    })
+}
+
+/// `cargo build ARGS` with the profile that built the tests' binaries, with `vars`; panics with cargo's output if it
+/// fails.
+pub fn cargo_build(args: &[&str], vars: &[(&str, PathBuf)]) {
+    let plain = Path::new(env!("CARGO_BIN_EXE_ppo")).parent().expect("target/<profile>");
+    // the dev profile's folder is `debug`; every other profile's is its name
+    let profile = match plain.file_name().and_then(|d| d.to_str()) {
+        Some("debug") => "dev",
+        Some(dir) => dir,
+        None => panic!("{}: no profile folder", plain.display()),
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(&cargo);
+    cmd.args(["build", "--profile", profile]).args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd.envs(vars.iter().map(|(k, v)| (k, v)));
+    let out = cmd.output().unwrap_or_else(|e| panic!("{}: {e}", cargo.to_string_lossy()));
+    assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
 impl Run {
     /// The single `runs/<run-name>/` directory the binary made.
     pub fn dir(&self) -> PathBuf {
