@@ -473,14 +473,15 @@ fn an_env_that_raises_in_render_is_one_line() {
     assert!(stderr.starts_with(&format!("error: {raised}")), "{stderr}");
 }
 
-/// Starts `ppo` on Gymnasium's CartPole (2 envs) in its own process group, as a shell starts a job, and waits for
-/// its first update; returns it with its workers' pids.
-fn ppo_running(work: &std::path::Path) -> (std::process::Child, Vec<u32>) {
+/// Starts `ppo` on `id` (2 envs) in its own process group, as a shell starts a job, and waits for its first update;
+/// returns it with its workers' pids.
+fn ppo_running(work: &std::path::Path, id: &str) -> (std::process::Child, Vec<u32>) {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
-    let args = ["--cuda", "false", "--env-id", "gymnasium:CartPole-v1", "--num-envs", "2"];
+    let args = ["--cuda", "false", "--env-id", id, "--num-envs", "2"];
     let mut child = std::process::Command::new(PPO)
         .args(args)
+        .env("PYTHONPATH", PYENVS)
         .args(["--total-timesteps", "10000000", "--checkpoint-interval", "0"])
         .current_dir(work)
         .process_group(0)
@@ -507,12 +508,12 @@ fn ppo_running(work: &std::path::Path) -> (std::process::Child, Vec<u32>) {
     (child, workers)
 }
 
-/// Ctrl-C (SIGINT to the job's process group, workers included) prints the binary's one stop line and nothing
-/// else: the workers ignore it (no KeyboardInterrupt traceback from each), and end with the binary.
+/// Ctrl-C (SIGINT to the job's process group) prints the binary's one stop line and nothing else: no
+/// KeyboardInterrupt traceback from a worker, and the workers end with the binary.
 #[test]
 fn ctrl_c_prints_one_stop_line_and_no_traceback() {
     let work = tempfile::tempdir().expect("temp dir");
-    let (child, workers) = ppo_running(work.path());
+    let (child, workers) = ppo_running(work.path(), "gymnasium:CartPole-v1");
     let group = format!("-{}", child.id());
     assert!(std::process::Command::new("kill").args(["-INT", "--", &group]).status().expect("kill").success());
     let out = child.wait_with_output().expect("ppo ends");
@@ -529,7 +530,7 @@ fn ctrl_c_prints_one_stop_line_and_no_traceback() {
 #[test]
 fn sigterm_and_an_error_exit_leave_no_worker() {
     let work = tempfile::tempdir().expect("temp dir");
-    let (child, workers) = ppo_running(work.path());
+    let (child, workers) = ppo_running(work.path(), "gymnasium:CartPole-v1");
     assert!(std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -543,4 +544,46 @@ fn sigterm_and_an_error_exit_leave_no_worker() {
     assert_eq!(r.output.status.code(), Some(2), "{}", r.stderr());
     assert!(r.stderr().contains("ppo needs 1-D and Discrete"), "{}", r.stderr());
     assert_no_worker_of("misbehaving:BoxActions-v0");
+}
+
+/// The processes that run `sleep 987654`: those `misbehaving:Spawner-v0` starts, one per env.
+fn spawned() -> Vec<u32> {
+    processes().into_iter().filter(|(_, _, cmd)| cmd.starts_with("sleep 987654")).map(|(pid, ..)| pid).collect()
+}
+
+/// What an env starts ends with the run, on every exit path: the run's end, an error (the env raises at step 7),
+/// and SIGKILL to the binary (`misbehaving:Spawner-v0` starts `sleep 987654` as it is made; 2 envs).
+#[test]
+fn what_an_env_starts_ends_with_the_run() {
+    assert!(spawned().is_empty(), "a sleep 987654 before the test");
+    ppo_on("misbehaving:Spawner-v0", &[]).assert_ok();
+    assert_all_end("the run's end", spawned);
+    let r = ppo_on("misbehaving:SpawnerRaiser-v0", &[]);
+    assert_eq!(r.output.status.code(), Some(2), "{}", r.stderr());
+    assert_all_end("an error", spawned);
+    let work = tempfile::tempdir().expect("temp dir");
+    let (mut child, _) = ppo_running(work.path(), "misbehaving:Spawner-v0");
+    assert_eq!(spawned().len(), 2, "one sleep per env");
+    child.kill().expect("SIGKILL");
+    child.wait().expect("ppo ends");
+    assert_all_end("SIGKILL", spawned);
+}
+
+/// Gymnasium's `start`: a Discrete action space that starts at -1 (`misbehaving:Shifted-v0`, CartPole-v1 whose
+/// actions are -1 and 0, any other refused) gets the binary's actions 0 and 1 shifted: its run is CartPole-v1's,
+/// metric for metric.
+#[test]
+fn a_discrete_start_shifts_the_actions() {
+    let metrics = |r: &common::Run| r.assert_ok().csv("updates.csv").without(common::TIMING_COLUMNS);
+    assert_eq!(metrics(&ppo_on("misbehaving:Shifted-v0", &[])), metrics(&ppo_on("gymnasium:CartPole-v1", &[])));
+}
+
+/// Two env threads that fail at once (`misbehaving:NanObs-v0`: a NaN at each env's step 7) end the run with one
+/// line, the first failure's, exit code 2: in each of 10 runs.
+#[test]
+fn two_env_threads_failing_at_once_print_one_line() {
+    let nan = "non-finite observation: misbehaving:NanObs-v0 returned nan at step 7 (value 2 of 4)";
+    for _ in 0..10 {
+        assert_one_line(&ppo_on("misbehaving:NanObs-v0", &["--env-threads", "2"]), nan);
+    }
 }

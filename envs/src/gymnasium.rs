@@ -9,8 +9,9 @@
 //!
 //! What a worker does wrong ends the run with one line that starts with the reason, exit code 2: an exception,
 //! an answer of the wrong size, a non-finite observation or reward, no answer within [`set_timeout`]'s limit, a
-//! process that died. No worker outlives the binary: each dies with it (`PR_SET_PDEATHSIG`), on any exit, and
-//! ignores Ctrl-C, which is the binary's to report.
+//! process that died, an action that does not fit the action space. The first failure ends the run, from any thread:
+//! one line, once. No worker outlives the binary, nor does anything it starts: each worker runs in a process group of
+//! its own, ended as a group on every exit path, and ignores Ctrl-C, which is the binary's to report.
 
 use crate::{Action, Env, EnvError, Space, Step};
 use std::fs::File;
@@ -25,145 +26,9 @@ use std::time::{Duration, Instant};
 /// What a Gymnasium id is prefixed with to run in Gymnasium where envs also implements it.
 pub const PREFIX: &str = "gymnasium:";
 
-/// The worker (its arguments: the id, "flat" or "images", the binary's name, `gymnasium.make`'s keyword arguments
-/// as JSON, the fds of its two pipes and the binary's pid). It reads commands from the first pipe (`r`, a flag byte
-/// and a seed; `s` and an action, or `q` for a step whose observation is dropped; `v`, a frame for the video) and
-/// writes each answer to the second, tagged and sized: its tag (`d` the spaces as JSON, first; `r` after a reset:
-/// the lives, then the observation; `s` after a step: the reward, the two flags, the lives, then the observation,
-/// none after `q`; `f` a frame, `n` none; `e` an exception, `u` an id Gymnasium does not know), the payload's size
-/// in bytes (a u64), the payload. The lives are ALE's `info["lives"]`, else 0.
-const WORKER: &str = r#"
-import os, signal, sys
-# Ctrl-C is the binary's: it prints its one stop line and ends, this process with it (PR_SET_PDEATHSIG)
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-# fd 1 is stderr: what a package prints, from Python or from C, cannot reach the protocol's pipes (fds of their own)
-os.dup2(2, 1)
-sys.stdout = sys.stderr
-env_id, images, binary, kwargs = sys.argv[1], sys.argv[2] == "images", sys.argv[3], sys.argv[4]
-commands_fd, answers_fd, parent = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
-if os.getppid() != parent:
-    sys.exit(0)  # the binary ended before this process could follow it
-import json, struct, warnings
-for fd in (commands_fd, answers_fd):
-    os.set_inheritable(fd, False)  # not the env's own subprocesses': the binary sees this process's end
-commands, answers = os.fdopen(commands_fd, "rb"), os.fdopen(answers_fd, "wb")
-kwargs = json.loads(kwargs)
-# pygame's greeting and the warnings of gymnasium.make (a deprecated version) not at all: every env's process
-# would repeat them
-os.environ["PYGAME_HIDE_SUPPORT_PROMPT"] = "1"
-def answer(tag, *parts):
-    """one answer: its tag, its payload's size (u64) and the payload, in one write"""
-    payload = b"".join(parts)
-    answers.write(tag + struct.pack("<Q", len(payload)) + payload)
-    answers.flush()
-def fail(msg, tag=b"e"):
-    """the env cannot run: 'u' for an id Gymnasium does not know, 'e' otherwise"""
-    answer(tag, msg.encode())
-    sys.exit(0)
-try:
-    import numpy as np
-    import gymnasium as gym
-    from gymnasium import spaces
-except Exception as e:
-    fail(f"Python cannot import gymnasium ({type(e).__name__}: {e}): run scripts/setup")
-try:
-    if env_id.startswith(("MiniGrid-", "BabyAI-")):
-        import minigrid  # registers its ids
-    elif env_id not in gym.registry:
-        try:
-            import ale_py  # registers ALE's ids (ALE/<Game>-v5, <Game>NoFrameskip-v4, ...)
-            ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # not ALE's banner from every env's process
-        except ImportError:
-            pass
-    def make(drawn):
-        """gymnasium.make(id, **kwargs); drawn: with render_mode="rgb_array" (--capture-video's env), not
-        otherwise, as CleanRL makes its envs: an env may cost more when it is to be drawn (LunarLander makes its
-        flames' particles then, each a Box2D body: 4x slower steps)"""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                env = gym.make(env_id, render_mode="rgb_array", **kwargs) if drawn else gym.make(env_id, **kwargs)
-            except TypeError:
-                env = gym.make(env_id, **kwargs)  # an env that draws nothing
-        if env_id.startswith(("MiniGrid-", "BabyAI-")):
-            # MiniGrid's observation is a Dict with the mission's text: its own ImgObsWrapper keeps the agent's
-            # 7x7x3 view (as miniDRL trains on it), flattened below
-            env = minigrid.wrappers.ImgObsWrapper(env)
-        return env
-    env = make(drawn=False)
-except gym.error.UnregisteredEnv as e:
-    # NameNotFound, NamespaceNotFound, VersionNotFound: Gymnasium has no env of that id
-    fail(f"gymnasium.make('{env_id}') failed: {type(e).__name__}: {e}", b"u")
-except gym.error.DependencyNotInstalled as e:
-    fail(f"gymnasium.make('{env_id}') needs a package Python does not have ({e})")
-except ModuleNotFoundError as e:
-    fail(f"gymnasium.make('{env_id}') needs the Python package {e.name}: {sys.executable} -m pip install {e.name}")
-except Exception as e:
-    fail(f"gymnasium.make('{env_id}') failed: {type(e).__name__}: {e}")
-def describe(space, what):
-    if isinstance(space, spaces.Discrete):
-        return {"discrete": int(space.n)}
-    if isinstance(space, spaces.MultiDiscrete) and space.nvec.ndim == 1:
-        return {"multi": [int(n) for n in space.nvec]}
-    if isinstance(space, spaces.Box):
-        # an infinite bound as null (JSON has no infinity): low's is -inf, high's +inf
-        finite = lambda b: [x if np.isfinite(x) else None for x in b.astype("float64").ravel().tolist()]
-        bounds = [finite(space.low), finite(space.high)]
-        return {"box": [list(space.shape)] + bounds}
-    fail(f"{env_id}'s {what} space is {space}: a binary reads Box, Discrete or MultiDiscrete"
-         " (wrap it, e.g. with gymnasium.wrappers.FlattenObservation)")
-obs_space, act_space = env.observation_space, env.action_space
-described = {"obs": describe(obs_space, "observation"), "act": describe(act_space, "action")}
-if images:
-    # read as images: RGB bytes as they are (the binary resizes and grays them, as for ALE's screens)
-    if not (isinstance(obs_space, spaces.Box) and obs_space.dtype == np.uint8 and len(obs_space.shape) == 3
-            and obs_space.shape[2] == 3):
-        fail(f"{env_id}'s observation space is {obs_space}: {binary} reads RGB images, a Box of uint8"
-             " (height, width, 3) (a flat observation: ppo or ppo_continuous)")
-    flat = lambda obs: np.ascontiguousarray(obs, dtype=np.uint8)
-    meanings = getattr(env.unwrapped, "get_action_meanings", lambda: [])
-    described["fire"] = "FIRE" in meanings()
-else:
-    flat = lambda obs: np.asarray(spaces.flatten(obs_space, obs), dtype=np.float32).ravel()
-described["obs_dim"] = int(flat(obs_space.sample()).size)
-answer(b"d", json.dumps(described).encode())
-act = described["act"]
-was_reset = False
-lives = lambda info: int(info.get("lives", 0)) if isinstance(info, dict) else 0  # ALE's; 0 for other envs
-while True:
-    op = commands.read(1)
-    if not op:
-        break  # the binary closed the pipe: its env was dropped
-    try:
-        if op == b"r":
-            has_seed, seed = struct.unpack("<BQ", commands.read(9))
-            obs, info = env.reset(seed=seed if has_seed else None)
-            was_reset = True
-            answer(b"r", struct.pack("<q", lives(info)), flat(obs).tobytes())
-        elif op == b"v":
-            if env.render_mode != "rgb_array" and not was_reset:
-                env = make(drawn=True)  # RecordVideo asks before the first reset: the env is made again, drawn
-            if env.render_mode != "rgb_array":
-                answer(b"n")
-            else:
-                # before the first reset there is nothing to draw yet (gymnasium refuses to): a frame of 0x0
-                frame = env.render() if was_reset else None
-                frame = np.ascontiguousarray(np.zeros((0, 0, 3)) if frame is None else frame, dtype=np.uint8)
-                answer(b"f", struct.pack("<QQ", frame.shape[1], frame.shape[0]), frame.tobytes())
-        else:
-            if "discrete" in act:
-                (a,) = struct.unpack("<q", commands.read(8))
-            elif "multi" in act:
-                a = np.frombuffer(commands.read(8 * len(act["multi"])), dtype="<i8").astype(act_space.dtype)
-            else:
-                a = np.frombuffer(commands.read(4 * int(np.prod(act["box"][0]))), dtype="<f4").reshape(act["box"][0])
-            obs, reward, terminated, truncated, info = env.step(a)
-            tail = struct.pack("<d??q", float(reward), bool(terminated), bool(truncated), lives(info))
-            # 'q': a step whose observation the binary drops (a frame MaxAndSkip skips), not sent
-            answer(b"s", tail, b"" if op == b"q" else flat(obs).tobytes())
-    except Exception as e:
-        answer(b"e", f"{type(e).__name__}: {e}".encode())
-"#;
+/// The worker: a Python script, its protocol in its docstring. Commands and answers are framed alike: a tag, the
+/// payload's size (a u64), the payload.
+const WORKER: &str = include_str!("gymnasium_worker.py");
 
 /// What a Gymnasium env's observations are read as: `f32`, flattened (`FlattenObservation`), or `u8`, RGB images
 /// as they are (the Atari binaries' CNN).
@@ -198,8 +63,8 @@ impl Observation for u8 {
     }
 }
 
-/// How long a worker may take to answer (`--env-timeout`), in milliseconds.
-static TIMEOUT_MS: AtomicU64 = AtomicU64::new(300_000);
+/// How long a worker may take to answer (`--env-timeout`), in nanoseconds.
+static TIMEOUT_NS: AtomicU64 = AtomicU64::new(300_000_000_000);
 
 /// The least a worker's start (Python's imports and `gymnasium.make`) may take, whatever [`set_timeout`] says.
 const START_AT_LEAST: Duration = Duration::from_secs(60);
@@ -207,7 +72,7 @@ const START_AT_LEAST: Duration = Duration::from_secs(60);
 /// Sets how long a Gymnasium env's step, reset or render may take before the run ends, naming the env (300 s until
 /// set); a worker's start may take this long too, and a minute at least.
 pub fn set_timeout(limit: Duration) {
-    TIMEOUT_MS.store(limit.as_millis().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+    TIMEOUT_NS.store(limit.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
 }
 
 /// A JSON object: `gymnasium.make`'s keyword arguments.
@@ -266,7 +131,7 @@ enum What {
 
 impl What {
     fn limit(self) -> Duration {
-        let limit = Duration::from_millis(TIMEOUT_MS.load(Ordering::Relaxed));
+        let limit = Duration::from_nanos(TIMEOUT_NS.load(Ordering::Relaxed));
         if self == What::Start {
             limit.max(START_AT_LEAST)
         } else {
@@ -303,17 +168,32 @@ fn seconds(d: Duration) -> String {
     }
 }
 
-/// The pids of the workers alive, for [`die`] to end them before the binary (a worker that hung first of all).
+/// The workers alive, each the leader of its process group, for [`die`] to end them before the binary.
 static WORKERS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
-/// Ends the run for a worker's failure: every worker killed, one line, exit code 2 (the logs as they stood).
+/// Ends a worker's process group: the worker, its guard and whatever the env started.
+fn end_group(pid: u32) {
+    // SAFETY: a signal to a group of ours; its leader is not reaped yet, so the id is not reused
+    unsafe { libc::killpg(pid as libc::pid_t, libc::SIGKILL) };
+}
+
+/// Ends the run for a worker's failure: every worker's group killed, one line, exit code 2, the logs as they stood.
+/// The first failure alone is told: a second thread that fails waits here for the end. `_exit` runs no exit
+/// handler while other threads run on.
 fn die(msg: String) -> ! {
-    for &pid in WORKERS.lock().unwrap_or_else(PoisonError::into_inner).iter() {
-        // SAFETY: a signal to a worker of ours, alive or not yet reaped (reaped ones leave the list first)
-        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    static DYING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if DYING.swap(true, Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
     }
+    for &pid in WORKERS.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+        end_group(pid);
+    }
+    let _ = std::io::stdout().flush();
     let _ = std::io::stderr().write_all(format!("error: {msg}\n").as_bytes());
-    std::process::exit(2)
+    // SAFETY: ends the process; nothing of it runs afterwards
+    unsafe { libc::_exit(2) }
 }
 
 /// A Python message in one line (an exception's may hold several).
@@ -335,8 +215,8 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 
 /// Between fork and exec, in the worker: it dies with the binary (SIGKILL when the thread that spawned it ends, the
 /// spawner thread that lives as long as the process; it exits at once if the binary ended already), ignores
-/// SIGINT (Ctrl-C is the binary's to report), and keeps its two pipe ends across exec. Only async-signal-safe calls.
-fn in_the_child(parent: libc::pid_t, fds: [RawFd; 2]) -> std::io::Result<()> {
+/// SIGINT (Ctrl-C is the binary's to report), and keeps its pipe ends across exec. Only async-signal-safe calls.
+fn in_the_child(parent: libc::pid_t, fds: [RawFd; 3]) -> std::io::Result<()> {
     // SAFETY: calls on this process's own state, each async-signal-safe
     unsafe {
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
@@ -468,6 +348,8 @@ struct Worker {
     child: Child,
     commands: File,
     answers: Answers,
+    /// the lifeline's end: the worker's guard ends the group when it closes, with the binary at the latest
+    _lifeline: OwnedFd,
     /// the description this worker is yet to send, to be checked against that of the first env of its id
     unchecked: Option<Arc<Description>>,
 }
@@ -483,24 +365,29 @@ impl Worker {
         let bin = std::env::current_exe().ok().and_then(|p| Some(p.file_stem()?.to_string_lossy().into_owned()));
         let (commands_theirs, commands) = pipe().map_err(cannot)?;
         let (answers, answers_theirs) = pipe().map_err(cannot)?;
-        let theirs = [commands_theirs.as_raw_fd(), answers_theirs.as_raw_fd()];
+        let (lifeline_theirs, lifeline) = pipe().map_err(cannot)?;
+        let theirs = [commands_theirs.as_raw_fd(), answers_theirs.as_raw_fd(), lifeline_theirs.as_raw_fd()];
         let parent = std::process::id() as libc::pid_t;
         let mut command = Command::new(&python);
         command
             .args(["-c", WORKER, id, read_as, bin.as_deref().unwrap_or("this binary"), kwargs])
-            .args([theirs[0].to_string(), theirs[1].to_string(), parent.to_string()])
+            .args(theirs.map(|fd| fd.to_string()))
+            .arg(parent.to_string())
             .stdin(Stdio::null())
             // what Python prints before the worker's first line (a site package's greeting) goes to stderr too
             .stdout(Stdio::from(std::io::stderr()))
-            .stderr(Stdio::inherit());
+            .stderr(Stdio::inherit())
+            // a group of its own: the worker and all it starts end together
+            .process_group(0);
         // SAFETY: in_the_child makes only async-signal-safe calls
         unsafe { command.pre_exec(move || in_the_child(parent, theirs)) };
         let child = spawn(command).map_err(cannot)?;
         // the worker's ends are its own now: its end is the answers' end
-        drop((commands_theirs, answers_theirs));
+        drop((commands_theirs, answers_theirs, lifeline_theirs));
         WORKERS.lock().unwrap_or_else(PoisonError::into_inner).push(child.id());
         let answers = Answers { file: answers.into(), buf: vec![0; 1 << 16], start: 0, end: 0 };
-        Ok(Worker { id: id.to_string(), child, commands: commands.into(), answers, unchecked: None })
+        let commands = commands.into();
+        Ok(Worker { id: id.to_string(), child, commands, answers, _lifeline: lifeline, unchecked: None })
     }
 
     /// The next answer's tag and its payload's place in `answers.buf`.
@@ -607,6 +494,10 @@ impl Worker {
             }
         }
         let (tag, payload) = self.next(what).unwrap_or_else(|b| die(self.broken(b, what, steps)));
+        if tag == b'x' {
+            let refused = one_line(&self.answers.buf[payload]);
+            die(format!("out of step: {}'s worker refused {refused} ({})", self.id, what.when(steps)));
+        }
         if tag == b'e' {
             let raised = one_line(&self.answers.buf[payload]);
             die(format!("exception in {}: {} raised {raised} ({})", what.name(), self.id, what.when(steps)));
@@ -619,7 +510,7 @@ impl Drop for Worker {
     fn drop(&mut self) {
         let pid = self.child.id();
         WORKERS.lock().unwrap_or_else(PoisonError::into_inner).retain(|&p| p != pid);
-        let _ = self.child.kill();
+        end_group(pid);
         let _ = self.child.wait();
     }
 }
@@ -791,12 +682,15 @@ impl<O: Observation> Env for Gymnasium<O> {
         self.description.action_space.clone()
     }
 
-    /// The seed as it is, a u64 (a flag byte says whether there is one).
+    /// The seed as it is, a u64 (a flag byte says whether there is one). A step sent and not read is read first.
     fn reset(&mut self, seed: Option<u64>, obs: &mut [O]) {
-        let mut command = [0u8; 10];
-        command[0] = b'r';
-        command[1] = seed.is_some() as u8;
-        command[2..].copy_from_slice(&seed.unwrap_or(0).to_le_bytes());
+        if self.pending {
+            self.step(Action::Discrete(&[]), &mut []);
+        }
+        let mut command = Vec::with_capacity(18);
+        head(&mut command, b'r', 9);
+        command.push(seed.is_some() as u8);
+        command.extend_from_slice(&seed.unwrap_or(0).to_le_bytes());
         let steps = self.steps;
         self.worker.get_mut().unwrap_or_else(PoisonError::into_inner).send(&command, What::Reset, steps);
         self.answer_has_obs = true;
@@ -812,7 +706,9 @@ impl<O: Observation> Env for Gymnasium<O> {
     /// an exception ends the run, as a step's does.
     fn render(&self, rgb: &mut Vec<u8>) -> Option<(usize, usize)> {
         let mut worker = self.worker.lock().unwrap_or_else(PoisonError::into_inner);
-        worker.send(b"v", What::Render, self.steps);
+        let mut command = Vec::with_capacity(9);
+        head(&mut command, b'v', 0);
+        worker.send(&command, What::Render, self.steps);
         let (tag, payload) = worker.receive(What::Render, self.steps);
         let payload = &worker.answers.buf[payload];
         match tag {
@@ -857,14 +753,37 @@ impl<O: Observation> Env for Gymnasium<O> {
 }
 
 impl<O: Observation> Gymnasium<O> {
-    /// Sends the step's command: 's', or 'q' for a step whose observation the caller drops (not sent).
+    /// Sends the step's command: 's', or 'q' for a step whose observation the caller drops (not sent). An action
+    /// that does not fit the action space ends the run, naming the env and both sizes.
     fn start_step(&mut self, action: Action, with_obs: bool) {
+        let space = &self.description.action_space;
+        let fits = match (space, &action) {
+            (Space::Discrete(_), Action::Discrete(a)) => a.len() == 1,
+            (Space::MultiDiscrete(nvec), Action::Discrete(a)) => a.len() == nvec.len(),
+            (Space::Box { low, .. }, Action::Continuous(a)) => a.len() == low.len(),
+            _ => false,
+        };
+        if !fits {
+            let id = &self.worker.get_mut().unwrap_or_else(PoisonError::into_inner).id;
+            let kind = |continuous: bool| if continuous { "continuous" } else { "discrete" };
+            let takes = values(space.flat_dim(), kind(matches!(space, Space::Box { .. })));
+            let sent = match action {
+                Action::Discrete(a) => values(a.len(), kind(false)),
+                Action::Continuous(a) => values(a.len(), kind(true)),
+            };
+            die(format!("wrong action: {id} takes {takes} ({space}); it was sent {sent}"));
+        }
         let mut command = std::mem::take(&mut self.command);
         command.clear();
-        command.push(if with_obs { b's' } else { b'q' });
         match action {
-            Action::Discrete(a) => a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes())),
-            Action::Continuous(a) => a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes())),
+            Action::Discrete(a) => {
+                head(&mut command, if with_obs { b's' } else { b'q' }, 8 * a.len());
+                a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes()))
+            }
+            Action::Continuous(a) => {
+                head(&mut command, if with_obs { b's' } else { b'q' }, 4 * a.len());
+                a.iter().for_each(|a| command.extend_from_slice(&a.to_le_bytes()))
+            }
         }
         // the step's number, for a line about a failure here: the step `step` will count
         let steps = self.steps + 1;
@@ -875,7 +794,33 @@ impl<O: Observation> Gymnasium<O> {
     }
 }
 
+/// "1 discrete value", "2 continuous values".
+fn values(n: usize, kind: &str) -> String {
+    format!("{n} {kind} value{}", if n == 1 { "" } else { "s" })
+}
+
+/// A command's head: its tag and its payload's size in bytes (a u64).
+fn head(command: &mut Vec<u8>, tag: u8, size: usize) {
+    command.push(tag);
+    command.extend_from_slice(&(size as u64).to_le_bytes());
+}
+
 /// The lives an answer holds (an i64), as `Env::lives` says them.
 fn lives(bytes: &[u8]) -> u32 {
     i64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8])).clamp(0, u32::MAX as i64) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{set_timeout, What};
+    use std::time::Duration;
+
+    /// A limit under a millisecond is kept as it is, not read as 0; a start still gets a minute.
+    #[test]
+    fn a_limit_under_a_millisecond_is_kept() {
+        set_timeout(Duration::from_micros(500));
+        let limits = (What::Step.limit(), What::Start.limit());
+        set_timeout(Duration::from_secs(300));
+        assert_eq!(limits, (Duration::from_micros(500), Duration::from_secs(60)));
+    }
 }

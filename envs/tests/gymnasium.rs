@@ -386,3 +386,81 @@ fn the_native_classic_envs_are_gymnasiums_bit_for_bit() {
         assert!(ends >= seeds.len(), "{id}: {ends} episodes ended");
     }
 }
+
+/// An action that does not fit the action space is not sent: the process ends with one line that names the env,
+/// what its space takes and what it was sent, exit code 2. Pendulum-v1 sent 2 values, then a discrete action.
+#[test]
+fn a_wrong_action_is_one_line_naming_both_sizes() {
+    if let Some(which) = std::env::var_os("ENVS_CHILD") {
+        let mut env = envs::gymnasium::Gymnasium::<f32>::new("Pendulum-v1").expect("made");
+        let mut obs = vec![0f32; 3];
+        env.reset(Some(1), &mut obs);
+        env.step(Action::Continuous(&[0.5]), &mut obs);
+        match which.to_str() {
+            Some("1") => env.step(Action::Continuous(&[0.5, 0.5]), &mut obs),
+            _ => env.step(Action::Discrete(&[1]), &mut obs),
+        };
+        return;
+    }
+    let name = "a_wrong_action_is_one_line_naming_both_sizes";
+    for (which, sent) in [("1", "2 continuous values"), ("2", "1 discrete value")] {
+        let exe = std::env::current_exe().expect("the test binary");
+        let out = std::process::Command::new(exe)
+            .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+            .env("ENVS_CHILD", which)
+            .output()
+            .expect("the test binary runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let line = format!(
+            "error: wrong action: Pendulum-v1 takes 1 continuous value (Box(1,) in [-2.0, 2.0]); it was sent {sent}"
+        );
+        assert_eq!(stderr.trim_end(), line);
+    }
+}
+
+/// Gymnasium's `start`: a MultiDiscrete action space with `start=[-1, 5]` (`observations:ShiftedActions-v0`,
+/// which raises on an action outside its space and observes the action it got) gets each action shifted by it.
+#[test]
+fn a_multidiscrete_start_shifts_the_actions() {
+    with_test_envs();
+    let mut env = envs::make("observations:ShiftedActions-v0").expect("made");
+    assert_eq!(env.action_space(), Space::MultiDiscrete(vec![3, 2]));
+    let mut obs = vec![0f32; 2];
+    env.reset(Some(1), &mut obs);
+    for action in [[0i64, 1], [2, 0], [1, 1]] {
+        env.step(Action::Discrete(&action), &mut obs);
+        assert_eq!(obs, [action[0] as f32 - 1.0, action[1] as f32 + 5.0]);
+    }
+}
+
+/// A reset while a step is sent and not read (`send_step`, then `reset`) reads that step first: the reset's
+/// observation is the reset's (Echo's seed), and the next step counts from it.
+#[test]
+fn a_reset_after_a_sent_step_reads_the_step_first() {
+    with_test_envs();
+    let mut env = envs::make("misbehaving:Echo-v0").expect("made");
+    let mut obs = vec![0f32; 6];
+    env.reset(Some(3), &mut obs);
+    env.send_step(Action::Discrete(&[2]));
+    env.reset(Some(4), &mut obs);
+    assert_eq!((echoed_seed(&obs), obs[4]), (Some(4), 0.0));
+    let step = env.step(Action::Discrete(&[1]), &mut obs);
+    assert_eq!((obs[4], obs[5], step.reward), (1.0, 1.0, 11.0));
+}
+
+/// The video's first frame, asked before the first reset, makes the env again with `render_mode="rgb_array"`: the
+/// env first made is closed (`misbehaving:Closes-v0` logs each close with its render mode).
+#[test]
+fn an_env_made_again_for_the_video_closes_the_first() {
+    with_test_envs();
+    let log = std::env::temp_dir().join(format!("envs-closed-{}", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    std::env::set_var("CLOSED_LOG", &log);
+    let env = envs::gymnasium::Gymnasium::<f32>::new("misbehaving:Closes-v0").expect("made");
+    let mut rgb = Vec::new();
+    assert_eq!(env.render(&mut rgb), Some((0, 0)));
+    let closed = std::fs::read_to_string(&log);
+    let _ = std::fs::remove_file(&log);
+    assert_eq!(closed.expect("a close logged"), "None\n");
+}

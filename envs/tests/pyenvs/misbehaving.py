@@ -1,6 +1,7 @@
 """Gymnasium envs that misbehave, each in one way, for the tests of envs::gymnasium (envs/tests/gymnasium.rs,
 tests/gymnasium.rs): this folder on PYTHONPATH, each is made as `misbehaving:<Name>-v0`."""
 import os
+import subprocess
 import time
 
 import gymnasium as gym
@@ -138,6 +139,52 @@ class Echo(gym.Env):
         return self.obs.copy(), 10.0 * int(action) + self.obs[4], bool(self.obs[4] == 7), False, {}
 
 
+class Spawner(CartPoleEnv):
+    """CartPole-v1 that starts a process of its own as it is made (`sleep 987654`), as a simulator may start a
+    server"""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.server = subprocess.Popen(["sleep", "987654"])
+
+
+class SpawnerRaiser(Spawner):
+    """Spawner whose 7th step raises"""
+
+    steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == 7:
+            raise RuntimeError("the server went away")
+        return super().step(action)
+
+
+class Shifted(gym.ActionWrapper):
+    """CartPole-v1 whose actions are Discrete(2, start=-1): -1 pushes left, 0 right; any other action raises"""
+
+    metadata = CartPoleEnv.metadata  # what gymnasium.make reads of the class
+
+    def __init__(self, render_mode=None):
+        super().__init__(CartPoleEnv(render_mode=render_mode))
+        self.action_space = gym.spaces.Discrete(2, start=-1)
+
+    def action(self, action):
+        if not self.action_space.contains(action):
+            raise ValueError(f"action {action} outside {self.action_space}")
+        return action + 1
+
+
+class Closes(Counting):
+    """Counting that appends its render mode to the file $CLOSED_LOG when it is closed"""
+
+    def close(self):
+        with open(os.environ["CLOSED_LOG"], "a") as log:
+            log.write(f"{self.render_mode}\n")
+
+
 for name in ["LongObs", "NanObs", "InfReward", "Sleeper", "RenderRaiser", "BoxActions", "StrictBox", "BadInit", "Echo"]:
     gym.register(f"{name}-v0", entry_point=globals()[name])
-gym.register("Garbage-v0", entry_point=Garbage, max_episode_steps=500)  # as CartPole-v1
+gym.register("Closes-v0", entry_point=Closes)
+for name in ["Garbage", "Spawner", "SpawnerRaiser", "Shifted"]:
+    gym.register(f"{name}-v0", entry_point=globals()[name], max_episode_steps=500)  # as CartPole-v1

@@ -36,5 +36,23 @@ class MultiDiscreteObs(gym.Env):
         return np.asarray(action, np.int64), 0.0, False, self.t == 6, {}
 
 
+class ShiftedActions(gym.Env):
+    """MultiDiscrete([3, 2], start=[-1, 5]) actions, each refused outside the space; the observation is the last
+    action as received, [0, 0] after a reset"""
+
+    observation_space = gym.spaces.Box(-10.0, 10.0, (2,), np.float32)
+    action_space = gym.spaces.MultiDiscrete([3, 2], start=[-1, 5])
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        if not self.action_space.contains(action):
+            raise ValueError(f"action {action} outside {self.action_space}")
+        return np.asarray(action, np.float32), 0.0, False, False, {}
+
+
+gym.register("ShiftedActions-v0", entry_point=ShiftedActions)
 gym.register("DiscreteObs-v0", entry_point=DiscreteObs)
 gym.register("MultiDiscreteObs-v0", entry_point=MultiDiscreteObs)
