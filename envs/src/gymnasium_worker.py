@@ -31,7 +31,9 @@ commands_fd, answers_fd, lifeline_fd, parent = (int(a) for a in sys.argv[5:9])
 if os.getppid() != parent:
     sys.exit(0)  # the binary ended before this process could follow it
 # The guard: a process of this group that ends the group when the binary ends, however it ends. Only the binary
-# holds the lifeline's other end; the kernel closes it then.
+# holds the lifeline's other end; the kernel closes it then. The group is this process's own.
+if os.getpgrp() != os.getpid():
+    os.setpgid(0, 0)
 if os.fork() == 0:
     os.close(commands_fd)
     os.close(answers_fd)

@@ -464,3 +464,38 @@ fn an_env_made_again_for_the_video_closes_the_first() {
     let _ = std::fs::remove_file(&log);
     assert_eq!(closed.expect("a close logged"), "None\n");
 }
+
+/// The worker takes only the commands it knows, each at its size: a step of 12 bytes where Pendulum-v1's action
+/// takes 4, or an unknown tag, is answered `x` with what it got, and the worker ends. Run in Python: the worker
+/// script with pipes of its own, sent frames the binary never sends.
+#[test]
+fn the_worker_refuses_a_command_it_does_not_know() {
+    let script = r#"
+import os, struct, subprocess, sys
+worker = sys.argv[1]
+def answer_to(frame):
+    commands, answers, lifeline = os.pipe(), os.pipe(), os.pipe()
+    fds = [commands[0], answers[1], lifeline[0]]
+    args = [sys.executable, worker, "Pendulum-v1", "flat", "test", "{}"] + [str(fd) for fd in fds]
+    p = subprocess.Popen(args + [str(os.getpid())], pass_fds=fds)
+    for fd in fds:
+        os.close(fd)
+    out = os.fdopen(answers[0], "rb")
+    def read():
+        tag, size = struct.unpack("<cQ", out.read(9))
+        return tag, out.read(size)
+    assert read()[0] == b"d"
+    os.write(commands[1], frame)
+    tag, payload = read()
+    assert p.wait(timeout=30) == 0 and out.read() == b""
+    return tag.decode() + " " + payload.decode()
+print(answer_to(b"s" + struct.pack("<Q", 12) + bytes(12)))
+print(answer_to(b"k" + struct.pack("<Q", 0)))
+"#;
+    let worker = concat!(env!("CARGO_MANIFEST_DIR"), "/src/gymnasium_worker.py");
+    let out = std::process::Command::new(PYTHON).args(["-c", script, worker]).output().expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let refused = ["x a command 's' of 12 bytes (4 bytes)", "x a command 'k' of 0 bytes (no such command)"];
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), refused);
+}
