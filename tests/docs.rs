@@ -136,8 +136,8 @@ fn env_prefix(span: &str) -> bool {
             .is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
 }
 
-/// A command not pasteable as shown: a placeholder stands in it, it is only a program's name or a setting, or
-/// `mpirun`'s flags without a program.
+/// A command not pasteable as shown: a placeholder stands in it, it is only a program's name or a setting,
+/// `mpirun`'s flags without a program, or cargo's without the target they pick.
 fn template(command: &str) -> bool {
     let words: Vec<&str> = command.split_whitespace().collect();
     let placeholder = |w: &&str| {
@@ -155,6 +155,8 @@ fn template(command: &str) -> bool {
         || words.iter().all(setting)
         || no_program
         || matches!(words.as_slice(), ["cargo"] | ["cargo", "run"] | ["scripts/"] | [_, "--" | "--seeds"])
+        // cargo's target flag without its target: `cargo run --release --example` names how, not what
+        || words.first() == Some(&"cargo") && matches!(words.last(), Some(&("--example" | "--bin" | "--test")))
         || command.ends_with('/')
         // a run directory shown as an example (its unix time): the stop line and tests/resume.rs show --resume
         || words.iter().any(|w| w.starts_with("runs/") && !w.ends_with('*') && w.contains("__"))
