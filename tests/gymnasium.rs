@@ -55,6 +55,9 @@ fn the_native_cartpole_and_gymnasiums_are_the_same_run() {
     common::assert_same_metrics(&native, &theirs, &other);
 }
 
+/// A traced `ppo` run on `gymnasium:CartPole-v1` prints that its env runs in Gymnasium and its device is the CPU. Its
+/// trace is replayed in Gymnasium on 4 envs seeded 1 to 4. All 128 steps of the 4 envs give the same observations,
+/// rewards and done flags, exactly.
 #[test]
 fn a_gymnasium_env_is_gymnasiums_step_for_step() {
     let work = tempfile::tempdir().expect("temp dir");

@@ -117,6 +117,9 @@ fn the_stack_around_gymnasiums_breakout_is_cleanrls() {
     replay_on("breakout", stack(game, has_fire, noops(&g)));
 }
 
+/// `V4_GAMES` lists 62 games, and each has its ROM file in `rom_dir`. `rom_name` maps a v4 id to its ROM's name. It
+/// gives none for a v5 id or for a game ale-py does not have. `AtariEnv` makes three of the games from their ROMs, each
+/// with an action space of one value.
 #[test]
 fn every_v4_game_has_its_rom_and_loads() {
     use envs::atari::{rom_dir, rom_name, V4_GAMES};

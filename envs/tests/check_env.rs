@@ -61,6 +61,7 @@ impl Env for Walk {
     }
 }
 
+/// A sound env passes `check_env` over 100 steps. The check leaves it reset with seed 0, at its start.
 #[test]
 fn a_sound_env_passes_and_is_left_reset_with_seed_0() {
     let mut env = Walk::default();
@@ -68,6 +69,9 @@ fn a_sound_env_passes_and_is_left_reset_with_seed_0() {
     assert_eq!(env.x, 0.0);
 }
 
+/// Each of six flaws fails `check_env` with one line that names the broken contract. The flaws are a reset that ignores
+/// its seed, an observation outside the box, a NaN observation, a NaN reward, no actions and bounds in the wrong order.
+/// Each line starts "your env breaks the Env contract: " and ends by citing docs/your-env.md.
 #[test]
 fn each_broken_contract_is_one_error_naming_it() {
     for (flaw, words) in [

@@ -12,11 +12,17 @@ use common::same_as_gymnasium;
 /// The set-up's Python (scripts/setup links `.venv`), for the replays in Gymnasium 0.29.
 const PYTHON: &str = "../.venv/bin/python";
 
+/// Reacher-v4, a MuJoCo env with a `Box` action space, is Gymnasium's step for step through the pipes. Over 120 steps
+/// from seed 7, every observation, reward and flag is equal. Its episodes of 50 steps end in truncations, and each
+/// reset's observation is equal too.
 #[test]
 fn a_mujoco_env_is_gymnasiums_step_for_step() {
     same_as_gymnasium(PYTHON, "Reacher-v4", 120); // episodes of 50 steps: two truncations
 }
 
+/// A `Box` action space, Pendulum-v1's, and a `Discrete` one, Acrobot-v1's, are Gymnasium's step for step through the
+/// pipes. Every observation, reward and flag is equal over 210 and 600 steps, each reset's too. An episode ends in
+/// each.
 #[test]
 fn box_and_discrete_actions_are_gymnasiums() {
     same_as_gymnasium(PYTHON, "Pendulum-v1", 210); // episodes of 200 steps

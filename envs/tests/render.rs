@@ -8,6 +8,9 @@ fn columns(rgb: &[u8], (w, _): (usize, usize), y: usize, color: [u8; 3]) -> Vec<
     (0..w).filter(|&x| rgb[(y * w + x) * 3..(y * w + x) * 3 + 3] == color).collect()
 }
 
+/// CartPole draws a 600x400 frame. Its pole's tip is at column 300 when upright. It is over 10 columns right of that at
+/// an angle of 0.2, and over 10 left at -0.2. With the cart at x 1, the tip is at column 425. The black cart covers
+/// column 300 + 125 x.
 #[test]
 fn cartpole_draws_its_cart_and_its_pole_where_the_state_says() {
     let (mut env, mut rgb, mut obs) = (CartPole::new(), Vec::new(), [0f32; 4]);
@@ -31,6 +34,8 @@ fn cartpole_draws_its_cart_and_its_pole_where_the_state_says() {
     assert!((moved - 425.0).abs() < 2.0, "{tip_columns:?}");
 }
 
+/// MountainCar's frame changes when its car moves. Pendulum draws a 500x500 frame. Upright, its rod's colour is
+/// straight above the axle and not below it.
 #[test]
 fn mountain_car_and_pendulum_draw_frames_that_change_with_the_state() {
     let mut rgb = Vec::new();
@@ -50,6 +55,8 @@ fn mountain_car_and_pendulum_draw_frames_that_change_with_the_state() {
     assert!(columns(&rgb, size, 250 - 60, rod).contains(&250) && !columns(&rgb, size, 250 + 60, rod).contains(&250));
 }
 
+/// `RecordVideo` around CartPole leaves every observation and termination as the plain env's. Its first episode's GIF
+/// is 600x400. It has a frame for the reset and one per step.
 #[test]
 fn record_video_writes_one_frame_per_step_and_leaves_observations_alone() {
     let dir = std::env::temp_dir().join(format!("envs-render-{}", std::process::id()));
@@ -80,6 +87,8 @@ fn record_video_writes_one_frame_per_step_and_leaves_observations_alone() {
     std::fs::remove_dir_all(&dir).expect("cleaned up");
 }
 
+/// `RecordVideo` refuses an env that cannot draw, GridHarvest, with an error that names `--capture-video`. It makes no
+/// video folder. Given no folder, it takes the same env, which then resets and steps.
 #[test]
 fn an_env_that_cannot_draw_cannot_be_recorded_and_without_a_folder_needs_not() {
     let dir = std::env::temp_dir().join(format!("envs-render-none-{}", std::process::id()));

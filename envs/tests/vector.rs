@@ -14,6 +14,8 @@ fn cartpoles(n: usize) -> VecEnv<f32> {
     )
 }
 
+/// A `VecEnv` reset with seed 7 seeds env i with 7 + i. Each env's observation is a single CartPole's reset with that
+/// seed. Env 0 and env 1 start apart.
 #[test]
 fn env_i_is_seeded_with_seed_plus_i() {
     let mut v = cartpoles(3);
@@ -27,6 +29,9 @@ fn env_i_is_seeded_with_seed_plus_i() {
     assert_ne!(v.obs[0..4], v.obs[4..8], "different envs get different seeds");
 }
 
+/// When an env of a `VecEnv` ends, its observation is already the next episode's reset, within 0.05 of 0. The finished
+/// episode is recorded for that env alone, with its return and length. Pushed right, 2 CartPoles end at least 4
+/// episodes in 200 steps, with a reward of 1 per step.
 #[test]
 fn auto_reset_returns_next_episodes_first_obs_and_records_the_episode() {
     let mut v = cartpoles(2);
@@ -58,6 +63,8 @@ fn auto_reset_returns_next_episodes_first_obs_and_records_the_episode() {
     assert!(finished >= 4, "pushing one way ends episodes quickly ({finished})");
 }
 
+/// MountainCar-v0 from `make` is truncated at step 200 and not before. Doing nothing, it is never terminated.
+/// `RecordEpisodeStatistics` records the episode with return -200 and length 200.
 #[test]
 fn time_limit_truncates_mountain_car_at_200() {
     let mut env = RecordEpisodeStatistics::new(make("MountainCar-v0").unwrap());
@@ -73,6 +80,8 @@ fn time_limit_truncates_mountain_car_at_200() {
     }
 }
 
+/// `make` of an id that neither envs nor Gymnasium knows, CartPole-v9, is an error. The error names the id and lists
+/// known ids such as CartPole-v1 and Acrobot-v1. It also gives Gymnasium's failure.
 #[test]
 fn unknown_id_lists_the_known_ones() {
     // an id neither envs nor Gymnasium knows (CartPole-v0 is Gymnasium's: it runs there)
