@@ -1,9 +1,9 @@
 //! Gymnasium's own envs (envs::gymnasium): an id envs does not implement, or any as `gymnasium:<id>`, runs in a
 //! Python process of the set-up's virtual environment. A traced `ppo` run on `gymnasium:CartPole-v1` is Gymnasium's
 //! CartPole step for step (its recorded actions replayed in Python on the same seeds give the same observations,
-//! rewards and ends), keeps ratio == 1 and learns; what cannot run is one line, exit code 2, nothing written. An env
+//! rewards and ends), keeps ratio == 1 and learns. What cannot run is one line, exit code 2, nothing written. An env
 //! that misbehaves (the tests' own, envs/tests/pyenvs) ends the run with one line naming it, exit code 2, or changes
-//! nothing (what it prints to fd 1); Ctrl-C prints the binary's stop line alone, and no worker outlives the binary.
+//! nothing (what it prints to fd 1). Ctrl-C prints the binary's stop line alone, and no worker outlives the binary.
 
 mod common;
 use common::{assert_ratio_one_and_small_kl, run, run_with_env};
@@ -120,9 +120,9 @@ fn ppo_learns_gymnasiums_cartpole() {
     assert!(last20 > 100.0, "{last20}");
 }
 
-/// What cannot run: an id Gymnasium does not know, an env whose package is missing (Ant-v3's mujoco-py), a space no
-/// binary reads (Blackjack's Tuple), a Gymnasium env asked of a binary that runs none: one line, exit code 2, no run
-/// directory.
+/// What cannot run is one line, exit code 2, no run directory. That is an id Gymnasium does not know, an env whose
+/// package is missing (Ant-v3's mujoco-py), and a space no binary reads (Blackjack's Tuple). So is a Gymnasium env
+/// asked of a binary that runs none.
 #[test]
 fn what_cannot_run_is_one_line_exit_2() {
     common::assert_bad_input(
@@ -160,9 +160,9 @@ fn env_kwargs_for_a_native_env_are_one_line_exit_2() {
     common::assert_bad_input(env!("CARGO_BIN_EXE_ppo_multidiscrete_mask"), &[(&kwargs, &[], none)]);
 }
 
-/// `--env-kwargs` reaches `gymnasium.make` (`kwargs:Sized-v0`: a reward of 2.5 a step makes its 50-step episodes
-/// return 125, where its default gives 50), is in args.json, and `--resume` keeps it: the resumed episodes return
-/// 125 too, and another value given with `--resume` is refused.
+/// `--env-kwargs` reaches `gymnasium.make` and is in args.json. With `kwargs:Sized-v0`, a reward of 2.5 a step makes
+/// its 50-step episodes return 125, where its default gives 50. `--resume` keeps the kwargs: the resumed episodes
+/// return 125 too. Another value given with `--resume` is refused.
 #[test]
 fn env_kwargs_reach_the_env_and_a_resume_keeps_them() {
     let kwargs = r#"{"size": 7, "reward": 2.5}"#;
@@ -213,9 +213,9 @@ fn gymnasium1() -> String {
     python.to_string()
 }
 
-/// Gymnasium 1.x in a Python of the user's own: `PPO_DETAILS_PYTHON` names it, and `ppo` trains its LunarLander-v3
-/// (1.x's id; 0.29 has v2) and its CartPole-v1 unchanged: two updates each, ratio == 1 at each first minibatch,
-/// small KL, episodes logged, the device line naming that Python.
+/// Gymnasium 1.x in a Python of the user's own: `PPO_DETAILS_PYTHON` names it. `ppo` trains its LunarLander-v3 (1.x's
+/// id; 0.29 has v2) and its CartPole-v1 unchanged. Each runs two updates, with ratio == 1 at each first minibatch, a
+/// small KL and episodes logged. The device line names that Python.
 #[test]
 fn ppo_trains_on_gymnasium_1x_through_ppo_details_python() {
     let python = gymnasium1();
@@ -235,10 +235,10 @@ fn ppo_trains_on_gymnasium_1x_through_ppo_details_python() {
     }
 }
 
-/// ppo_atari (and ppo_atari_multigpu, alone) on a Gymnasium image env: ALE/Breakout-v5 is not one of the native v4
-/// ids, so Gymnasium's (ale-py registers it): CleanRL's wrappers around its RGB frames (its lives for EpisodicLife,
-/// FIRE for FireReset), the Nature CNN on the 4x84x84 stack; two updates, ratio == 1, small KL, episodes logged,
-/// the run in `runs/ALE/` (the id's namespace a folder, as CleanRL's SummaryWriter makes it).
+/// ppo_atari (and ppo_atari_multigpu, alone) on a Gymnasium image env. ALE/Breakout-v5 is not one of the native v4 ids,
+/// so it is Gymnasium's (ale-py registers it). CleanRL's wrappers go around its RGB frames (its lives for EpisodicLife,
+/// FIRE for FireReset), and the Nature CNN reads the 4x84x84 stack. Two updates run with ratio == 1, a small KL and
+/// episodes logged. The run is in `runs/ALE/`: the id's namespace is a folder, as CleanRL's SummaryWriter makes it.
 #[test]
 fn ppo_atari_trains_on_a_gymnasium_image_env() {
     let runs = [
@@ -257,9 +257,9 @@ fn ppo_atari_trains_on_a_gymnasium_image_env() {
     }
 }
 
-/// Every other binary that runs Gymnasium's envs, on one of them for a few updates: ratio == 1 at every update's
-/// first minibatch and a small KL (ppo_continuous on Pendulum-v1's Box actions, clipped to its bounds; ppo_lstm,
-/// ppo_noisy and ppo_seeds on CartPole-v1; ppo_lstm_workers alone), and the episodes in episodes.csv.
+/// Every other binary that runs Gymnasium's envs, on one of them for a few updates. Each has ratio == 1 at every
+/// update's first minibatch, a small KL, and episodes in episodes.csv. ppo_continuous runs Pendulum-v1's Box actions,
+/// clipped to its bounds. ppo_lstm, ppo_noisy and ppo_seeds run CartPole-v1, and so does ppo_lstm_workers alone.
 #[test]
 fn every_gymnasium_binary_trains_on_a_gymnasium_env() {
     let small = ["--num-steps", "32", "--total-timesteps", "512", "--num-minibatches", "2"];
@@ -283,9 +283,10 @@ fn every_gymnasium_binary_trains_on_a_gymnasium_env() {
     }
 }
 
-/// Gymnasium's own families beyond classic control, as a CleanRL user names them: LunarLander-v2 (Box2D) with `ppo`,
-/// and a MiniGrid env (Dict observations: MiniGrid's `ImgObsWrapper`, the 7x7x3 view flattened to 147 values) with
-/// `ppo` and `ppo_lstm` (miniDRL's env family): a few updates each, ratio == 1, small KL, episodes logged.
+/// Gymnasium's own families beyond classic control, as a CleanRL user names them. LunarLander-v2 (Box2D) runs with
+/// `ppo`. A MiniGrid env runs with `ppo` and `ppo_lstm` (miniDRL's env family). Its Dict observations are read through
+/// MiniGrid's `ImgObsWrapper`, the 7x7x3 view flattened to 147 values. Each runs a few updates, with ratio == 1, a
+/// small KL and episodes logged.
 #[test]
 fn lunar_lander_and_minigrid_run() {
     let small = ["--num-envs", "4", "--num-steps", "64", "--total-timesteps", "1024", "--num-minibatches", "2"];
@@ -325,9 +326,9 @@ fn capture_video_draws_gymnasiums_frames() {
     assert_eq!(metrics(&r), metrics(plain.assert_ok()));
 }
 
-/// An env that raises in `step` (a user's Gymnasium env, registered by its module: `raiser:Raiser-v0`) ends the run
-/// with one line naming the env, its exception and the step, exit code 2, no panic; the updates before it stay in
-/// the logs.
+/// An env that raises in `step` (a user's Gymnasium env, registered by its module: `raiser:Raiser-v0`) ends the run. It
+/// prints one line naming the env, its exception and the step, exit code 2, no panic. The updates before it stay in the
+/// logs.
 #[test]
 fn an_env_that_raises_in_step_ends_the_run_in_one_line() {
     let module = tempfile::tempdir().expect("temp dir");
@@ -402,8 +403,9 @@ fn assert_no_worker_of(id: &str) {
     assert_all_end(id, workers);
 }
 
-/// An env whose observation is longer than its space says (8 values, its Box 4) ends the run at that step with one
-/// line naming both sizes, exit code 2 (the pipe read the first 4 values of it, and the next answer out of step).
+/// An env whose observation is longer than its space says (8 values, its Box 4) ends the run at that step. It prints
+/// one line naming both sizes, exit code 2. Before, the pipe read the first 4 values of it, and the next answer was out
+/// of step.
 #[test]
 fn a_longer_observation_than_its_space_is_one_line() {
     let r = ppo_on("misbehaving:LongObs-v0", &[]);
@@ -412,9 +414,9 @@ fn a_longer_observation_than_its_space_is_one_line() {
     assert_one_line(&r, line);
 }
 
-/// What an env writes to fd 1, as a C library prints, at import (`loud:Loud-v0`: its module's greeting and banner)
-/// or in every step and reset (`misbehaving:Garbage-v0`), goes to stderr: both are CartPole-v1, and their runs are
-/// Gymnasium's CartPole-v1's, metric for metric (fd 1 was the protocol's pipe).
+/// What an env writes to fd 1, as a C library prints, goes to stderr. It may write at import (`loud:Loud-v0`: its
+/// module's greeting and banner) or in every step and reset (`misbehaving:Garbage-v0`). Both are CartPole-v1, and their
+/// runs are Gymnasium's CartPole-v1's, metric for metric (fd 1 was the protocol's pipe).
 #[test]
 fn what_an_env_writes_to_fd_1_changes_nothing() {
     let metrics = |r: &common::Run| r.assert_ok().csv("updates.csv").without(common::TIMING_COLUMNS);

@@ -1,42 +1,38 @@
-//! Same updates as CleanRL's own code. Each of ppo, ppo_continuous, ppo_atari, ppo_lstm and
-//! ppo_multidiscrete_mask runs its first three updates with PPO_TRACE (the golden configuration below,
-//! on the CPU); CleanRL's unmodified `ppo.py`, `ppo_continuous_action.py`, `ppo_atari.py` and
-//! `ppo_atari_lstm.py`, and the blog's `ppo_multidiscrete_mask.py`, fed that trace's rollouts, actions,
-//! minibatch orders and initial weights (`scripts/gen_golden_update.py`), left their weights after each
-//! update and their logged values in `tests/golden/parity/<variant>.npz`. Ours must land on the same
-//! weights and log the same values.
+//! Same updates as CleanRL's own code. Each of ppo, ppo_continuous, ppo_atari, ppo_lstm and ppo_multidiscrete_mask runs
+//! its first three updates with PPO_TRACE (the golden configuration below, on the CPU). CleanRL's unmodified `ppo.py`,
+//! `ppo_continuous_action.py`, `ppo_atari.py` and `ppo_atari_lstm.py`, and the blog's `ppo_multidiscrete_mask.py`, were
+//! fed that trace's rollouts, actions, minibatch orders and initial weights (`scripts/gen_golden_update.py`). They left
+//! their weights after each update and their logged values in `tests/golden/parity/<variant>.npz`. Ours must land on
+//! the same weights and log the same values.
 //!
-//! What holds on any x86-64 processor. The trace's discrete parts (discrete actions, Atari's bytes,
-//! dones, masks, minibatch orders) are compared exactly, through a hash: no processor changes them,
-//! and where they differ the rollout changed (an env, the sampling, a seed, or an action whose
-//! probabilities sat within a rounding of the draw: not seen). Its float parts (the orthogonal
-//! initial weights, through LAPACK; ppo_continuous's actions and what the env made of them) are
-//! compared within 1e-4 of their norm with those CleanRL was fed (measured: 9e-7 for the initial
-//! weights, 2e-6 for Reacher-v4's observations after 192 steps); libtorch's kernels, chosen by
-//! vendor, cache sizes and instruction set (MKL, oneDNN), round differently on other machines.
-//! ppo_continuous runs Reacher-v4, not HalfCheetah-v4, whose contacts turn a rounding in one action
-//! into differences of order 1 within 200 steps (then nothing could be compared).
+//! What holds on any x86-64 processor. The trace's discrete parts (discrete actions, Atari's bytes, dones, masks,
+//! minibatch orders) are compared exactly, through a hash. No processor changes them. Where they differ the rollout
+//! changed: an env, the sampling, a seed, or an action whose probabilities sat within a rounding of the draw (not
+//! seen). Its float parts are compared within 1e-4 of their norm with those CleanRL was fed. They are the orthogonal
+//! initial weights, through LAPACK, and ppo_continuous's actions and what the env made of them. Measured: 9e-7 for the
+//! initial weights, 2e-6 for Reacher-v4's observations after 192 steps. On other machines, libtorch's kernels round
+//! differently; they are chosen by vendor, cache sizes and instruction set (MKL, oneDNN). For ppo_continuous the env is
+//! Reacher-v4, not HalfCheetah-v4, whose contacts turn a rounding in one action into differences of order 1 within 200
+//! steps (then nothing could be compared).
 //!
-//! Tolerances, from float32 arithmetic: the two sides compute the same sums in other orders (MKL's
-//! blocking, our flat-vector gradient norm against torch's per-tensor norms), about 1e-7 relative per
-//! operation, and Adam divides each step by sqrt(v), which magnifies relative differences in small
-//! gradient components over 8 to 48 steps. Measured by `scripts/kernel-paths` (2026-11-28, an Intel
-//! Xeon with AVX-512; golden data made there with the tests' AVX2 pin) under six kernel paths (the
-//! pin, MKL_CBWR=AVX2,STRICT, SSE4.2 with oneDNN at SSE4.1 and ATen's scalar kernels, COMPATIBLE,
-//! ATen's scalar kernels alone, nothing pinned), the largest over three updates: a parameter's change
-//! differs from CleanRL's by 4.7e-5 of its norm (ppo 8.2e-6, ppo_continuous 1.8e-5, ppo_atari 4.3e-5,
-//! ppo_multidiscrete_mask 4.7e-5), ppo_lstm's by 2.8e-4, 6.8e-4 and 2.1e-3 after updates 1, 2 and 3 (its
-//! gradients run through 128 LSTM steps and a CNN, and part further with each update); a logged value uses at
-//! most 0.09 of the tolerance below (the closest: a policy loss near 0, a mean of terms of order 1 that cancel to
-//! 1e-4, whose rounding is absolute). The test allows 5e-4 per parameter (10x the worst), ppo_lstm 1e-3, 3e-3 and
-//! 8e-3 after updates 1, 2 and 3 (about 4x its drift in each: a learning rate 0.04% off, 2.3e-3 in update 1,
-//! fails), and, for a logged value, 1e-3 relative plus 5e-6 absolute (ppo_lstm 1e-2 plus 1e-4). A detail broken
-//! on purpose fails it (docs/tests.md): Adam's epsilon 1e-8 moves a parameter's change by 6.5 of its norm, the clip
-//! coefficient 0.21 by 2.1e-2, the LSTM state not reset where an episode ended by 2.1e-1; advantages not
+//! Tolerances, from float32 arithmetic: the two sides compute the same sums in other orders, about 1e-7 relative per
+//! operation. The orders differ in MKL's blocking and in our flat-vector gradient norm against torch's per-tensor
+//! norms. Adam divides each step by sqrt(v), which magnifies relative differences in small gradient components over 8
+//! to 48 steps. Measured by `scripts/kernel-paths` (2026-11-28, an Intel Xeon with AVX-512; golden data made there with
+//! the tests' AVX2 pin) under six kernel paths. The paths are the pin, MKL_CBWR=AVX2,STRICT, SSE4.2 with oneDNN at
+//! SSE4.1 and ATen's scalar kernels, COMPATIBLE, ATen's scalar kernels alone, and nothing pinned. Over three updates, a
+//! parameter's change differs from CleanRL's by at most 4.7e-5 of its norm (ppo 8.2e-6, ppo_continuous 1.8e-5,
+//! ppo_atari 4.3e-5, ppo_multidiscrete_mask 4.7e-5). For ppo_lstm it differs by 2.8e-4, 6.8e-4 and 2.1e-3 after updates
+//! 1, 2 and 3. Its gradients run through 128 LSTM steps and a CNN, and part further with each update. A logged value
+//! uses at most 0.09 of the tolerance below. The closest is a policy loss near 0, a mean of terms of order 1 that
+//! cancel to 1e-4, whose rounding is absolute. The test allows 5e-4 per parameter (10x the worst), and for ppo_lstm
+//! 1e-3, 3e-3 and 8e-3 after updates 1, 2 and 3. That is about 4x its drift in each: a learning rate 0.04% off, 2.3e-3
+//! in update 1, fails. For a logged value it allows 1e-3 relative plus 5e-6 absolute (ppo_lstm 1e-2 plus 1e-4). A
+//! detail broken on purpose fails it (docs/tests.md). Adam's epsilon 1e-8 moves a parameter's change by 6.5 of its
+//! norm, the clip coefficient 0.21 by 2.1e-2, the LSTM state not reset where an episode ended by 2.1e-1. Advantages not
 //! normalized, or one env's seed shifted, change the rollout's actions (the exact hash).
-
-mod common;
-use std::collections::BTreeMap;
+//!
+//! common; std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use tch::Tensor;

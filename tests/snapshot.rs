@@ -4,34 +4,33 @@
 //! the snapshot in a commit of its own, with the reason:
 //! `UPDATE_SNAPSHOTS=1 cargo test --release --test snapshot`.
 //!
-//! What holds on any x86-64 processor. libtorch's math libraries choose their kernels by processor:
-//! by the instruction set, which the tests pin to AVX2 with one libtorch thread (`common::kernel_pin`;
-//! a variable set outside wins, as in `.ci/run`'s second pass), and by more that no variable pins
-//! (MKL's and oneDNN's blocking by vendor and cache sizes): ppo's first policy loss is
-//! -0.012310244143009186 on the AMD EPYC that made nine of the snapshots, -0.012310221791267395 on an Intel
-//! Xeon under the same pin. So the columns named in `EXACT` (counts: iterations, steps, episode lengths, epochs,
-//! optimizer steps; the first minibatch's clip fraction; what the host computes in f64 from counts and flags: the
-//! learning rate and clip coefficient) and the returns of the cases in `WHOLE_RETURNS` (CartPole's, Breakout's,
-//! GridHarvest's) are compared exactly: the envs are Rust, ALE, MuJoCo and MicroRTS code without fast-math, and a
-//! count that moves means the trajectory did. Every other cell is compared within `tolerance(update)` of its
-//! column's scale in that update (the largest magnitude the committed column holds among the update's rows, at
-//! least `SCALE_FLOOR`): 2e-3 in the first update, twice as much in each one after, as two kernel paths drift
-//! apart.
+//! What holds on any x86-64 processor. libtorch's math libraries choose their kernels by processor. They choose by the
+//! instruction set, which the tests pin to AVX2 with one libtorch thread (`common::kernel_pin`; a variable set outside
+//! wins, as in `.ci/run`'s second pass). They also choose by more that no variable pins (MKL's and oneDNN's blocking by
+//! vendor and cache sizes). So ppo's first policy loss is -0.012310244143009186 on the AMD EPYC that made nine of the
+//! snapshots, -0.012310221791267395 on an Intel Xeon under the same pin. Some cells are compared exactly. They are the
+//! columns named in `EXACT` and the returns of the cases in `WHOLE_RETURNS` (CartPole's, Breakout's, GridHarvest's).
+//! The columns in `EXACT` are counts (iterations, steps, episode lengths, epochs, optimizer steps), the first
+//! minibatch's clip fraction, and what the host computes in f64 from counts and flags. That is the learning rate and
+//! clip coefficient. The envs are Rust, ALE, MuJoCo and MicroRTS code without fast-math, and a count that moves means
+//! the trajectory did. Every other cell is compared within `tolerance(update)` of its column's scale in that update.
+//! The scale is the largest magnitude the committed column holds among the update's rows, at least `SCALE_FLOOR`. The
+//! tolerance is 2e-3 in the first update, twice as much in each one after, as two kernel paths drift apart.
 //!
-//! Measured by `scripts/kernel-paths` (2026-11-29, Intel Xeon with AVX-512) under six kernel paths (the pin,
-//! MKL_CBWR=AVX2,STRICT, SSE4.2 with oneDNN at SSE4.1 and ATen's scalar kernels, COMPATIBLE, ATen's scalar kernels
-//! alone, nothing pinned), against these snapshots: the largest drift over the column's scale in its update is
-//! 1.9e-4 in the first update (ppo_multilevel; most cases below 5e-5) and 7.5e-3 in the fourth (ppo_atari's value
-//! loss, 0.47 of its tolerance, the closest); every exact column the same everywhere (docs/tests.md has the table).
-//! A planted change fails in the first update (docs/tests.md; 2e-3 allowed there): the policy loss moves by 680 of
-//! its scale with advantages not normalized, 0.12 with Adam's epsilon 1e-8; the clip coefficient 0.21 moves
-//! clip_coef, now compared exactly; the LSTM state not reset where an episode ended moves the losses by 3.4e-3
-//! (CartPoleNoVel-v1) and 9.7e-3 (Breakout); one env's seed shifted moves the episodes; an annealed learning rate
-//! off by one part in 10^9 moves `charts/learning_rate` (exact), which the earlier tolerance let through.
-//! Configurations that no kernel path keeps were left out: HalfCheetah-v4 (contacts: a rounding grows
-//! to order 1 within 200 steps), Pendulum-v1 past four updates and `--adaptive-lr` past one (see their cases).
-//! A case with a thresholded decision pins only the updates before one can differ: docs/tests.md has the margins.
-//! `the_snapshots_hold_on_the_processors_recorded` checks the tolerances against other processors' outputs.
+//! Measured by `scripts/kernel-paths` (2026-11-29, Intel Xeon with AVX-512) under six kernel paths, against these
+//! snapshots. The paths are the pin, MKL_CBWR=AVX2,STRICT, SSE4.2 with oneDNN at SSE4.1 and ATen's scalar kernels,
+//! COMPATIBLE, ATen's scalar kernels alone, and nothing pinned. The largest drift over the column's scale in its update
+//! is 1.9e-4 in the first update (ppo_multilevel; most cases below 5e-5). In the fourth it is 7.5e-3, ppo_atari's value
+//! loss, 0.47 of its tolerance, the closest. Every exact column is the same everywhere (docs/tests.md has the table). A
+//! planted change fails in the first update (docs/tests.md; 2e-3 allowed there). The policy loss moves by 680 of its
+//! scale with advantages not normalized, 0.12 with Adam's epsilon 1e-8. The clip coefficient 0.21 moves clip_coef, now
+//! compared exactly. The LSTM state not reset where an episode ended moves the losses by 3.4e-3 (CartPoleNoVel-v1) and
+//! 9.7e-3 (Breakout). One env's seed shifted moves the episodes. An annealed learning rate off by one part in 10^9
+//! moves `charts/learning_rate` (exact), which the earlier tolerance let through. Configurations that no kernel path
+//! keeps were left out: HalfCheetah-v4 (contacts: a rounding grows to order 1 within 200 steps), Pendulum-v1 past four
+//! updates and `--adaptive-lr` past one (see their cases). A case with a thresholded decision pins only the updates
+//! before one can differ: docs/tests.md has the margins. `the_snapshots_hold_on_the_processors_recorded` checks the
+//! tolerances against other processors' outputs.
 
 mod common;
 use common::{run_with_env, Table, TIMING_COLUMNS};

@@ -1,8 +1,8 @@
-//! `envs::gymnasium`: an env run in Gymnasium's own Python process is Gymnasium's, step for step: actions with a
-//! `Box` space (a MuJoCo env, Reacher-v4, and Pendulum-v1) and a `Discrete` one (Acrobot-v1) sent through the pipes
-//! give the observations, rewards and flags that Gymnasium gives for the same seed and actions in Python itself;
-//! seeds cross whole, a pipelined step is a plain one's twin, workers start in parallel, and only an id no one knows
-//! lists envs' ids.
+//! `envs::gymnasium`: an env run in Gymnasium's own Python process is Gymnasium's, step for step. Actions with a `Box`
+//! space (a MuJoCo env, Reacher-v4, and Pendulum-v1) and a `Discrete` one (Acrobot-v1) are sent through the pipes. They
+//! give the observations, rewards and flags that Gymnasium gives for the same seed and actions in Python itself. Seeds
+//! cross whole, a pipelined step is a plain one's twin, workers start in parallel. Only an id no one knows lists envs'
+//! ids.
 
 use envs::{Action, Env, Space};
 
@@ -85,11 +85,11 @@ fn digest(shape: &[usize], frame: &[u8]) -> serde_json::Value {
     serde_json::json!([shape, frame.iter().map(|&b| b as i64).sum::<i64>(), weighted])
 }
 
-/// An image env read as images (`Gymnasium<u8>`, ppo_atari's `atari::Game` for an id ALE's v4 games do not name):
-/// ALE/Breakout-v5 through the pipes is Gymnasium's made with frameskip=1 (the binaries' MaxAndSkip does the
-/// skipping), frame for frame (RGB 210x160x3 as it is), with its sticky actions, rewards, flags and lives
-/// (`Env::lives`, for EpisodicLife) and FIRE among its actions (for FireReset); a step whose observation the caller
-/// drops (an empty buffer, as MaxAndSkip's skipped frames) is the same step.
+/// An image env read as images is Gymnasium's frame for frame. It is `Gymnasium<u8>`, ppo_atari's `atari::Game` for an
+/// id ALE's v4 games do not name. ALE/Breakout-v5 through the pipes is Gymnasium's made with frameskip=1 (the binaries'
+/// MaxAndSkip does the skipping). Its frames are RGB 210x160x3 as they are. Its sticky actions, rewards, flags and
+/// lives are Gymnasium's (`Env::lives`, for EpisodicLife), and FIRE is among its actions (for FireReset). A step whose
+/// observation the caller drops is the same step: an empty buffer, as MaxAndSkip's skipped frames.
 #[test]
 fn an_image_env_is_gymnasiums_frame_for_frame() {
     let env = envs::atari::Game::new("ALE/Breakout-v5").expect("ale-py (scripts/setup installs it)");

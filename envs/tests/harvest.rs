@@ -69,10 +69,10 @@ fn spaces_and_reset_layout() {
     assert_eq!(a, b);
 }
 
-/// A worker next to the resource harvests it for a reward of 1. Five actions earn 0 and leave the grid as it was: a
-/// no-op, a source that is not a worker, a harvest of a cell that is not the resource, a move onto the resource and a
-/// move of more than one cell. A move to an empty neighbour moves the worker, and the mask follows the grid. The moved
-/// worker earns 1 by harvesting only if it is still next to the resource.
+/// A worker next to the resource harvests it for a reward of 1. Five actions earn 0 and leave the grid as it was. They
+/// are a no-op, a source that is not a worker, a harvest of a cell that is not the resource, a move onto the resource
+/// and a move of more than one cell. A move to an empty neighbour moves the worker, and the mask follows the grid. The
+/// moved worker earns 1 by harvesting only if it is still next to the resource.
 #[test]
 fn rules_harvest_move_and_ignored_actions() {
     let mut env = GridHarvest::new();
