@@ -31,8 +31,9 @@
 //! detail broken on purpose fails it (docs/tests.md). Adam's epsilon 1e-8 moves a parameter's change by 6.5 of its
 //! norm, the clip coefficient 0.21 by 2.1e-2, the LSTM state not reset where an episode ended by 2.1e-1. Advantages not
 //! normalized, or one env's seed shifted, change the rollout's actions (the exact hash).
-//!
-//! common; std::collections::BTreeMap;
+
+mod common;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use tch::Tensor;
