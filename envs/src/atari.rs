@@ -1,5 +1,5 @@
 //! Atari 2600 games through the real Arcade Learning Environment (ALE 0.10.1, whose emulator is ale-py 0.8.1's and
-//! 0.9.0's, built from source by envs/ale), and the preprocessing wrappers CleanRL's `ppo_atari` puts around
+//! 0.9.0's, built from source by envs/build.rs), and the preprocessing wrappers CleanRL's `ppo_atari` puts around
 //! them, written to match stable-baselines3's and gymnasium 0.29's (see `tests/atari.rs`).
 //!
 //! Observations are u8 pixels; the agent does the scaling.
@@ -7,10 +7,30 @@
 use crate::env::forward;
 use crate::numpy::{Pcg64, SeedSequence};
 use crate::{Action, Env, EnvError, Space, Step};
-// ALE's C functions (envs/ale/src/ale.cpp)
-use envs_ale::*;
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, c_float, c_int, CStr, CString};
 use std::path::{Path, PathBuf};
+
+/// One emulator, behind the C functions of `envs/src/cpp/ale.cpp`.
+#[repr(C)]
+struct AleInterface {
+    _private: [u8; 0],
+}
+
+extern "C" {
+    fn ale_new() -> *mut AleInterface;
+    fn ale_delete(ale: *mut AleInterface);
+    fn ale_set_int(ale: *mut AleInterface, key: *const c_char, value: c_int);
+    fn ale_set_float(ale: *mut AleInterface, key: *const c_char, value: c_float);
+    fn ale_load_rom(ale: *mut AleInterface, path: *const c_char, error: *mut c_char, size: usize) -> c_int;
+    fn ale_reset_game(ale: *mut AleInterface);
+    fn ale_act(ale: *mut AleInterface, action: c_int) -> c_int;
+    fn ale_game_over(ale: *mut AleInterface) -> bool;
+    fn ale_game_truncated(ale: *mut AleInterface) -> bool;
+    fn ale_lives(ale: *mut AleInterface) -> c_int;
+    fn ale_minimal_actions(ale: *mut AleInterface, out: *mut c_int, size: usize) -> usize;
+    fn ale_screen_dims(ale: *mut AleInterface, height: *mut usize, width: *mut usize);
+    fn ale_screen_rgb(ale: *mut AleInterface, out: *mut u8);
+}
 
 /// ale-py registers the v4 ids with a limit of 108,000 frames (30 minutes of play) per episode.
 pub const MAX_FRAMES_PER_EPISODE: i32 = 108_000;

@@ -1,4 +1,4 @@
-// ALE's C++ interface as the few C functions envs::atari calls (declared in lib.rs). ALE past 0.6 has no C API.
+// ALE's C++ interface as the few C functions envs::atari calls. ALE past 0.6 has no C API.
 // No C++ exception crosses into Rust: loadROM's errors come back as a message.
 #include <cstdint>
 #include <cstring>
