@@ -685,7 +685,7 @@ impl<O: Observation> Env for Gymnasium<O> {
     /// The seed as it is, a u64 (a flag byte says whether there is one). A step sent and not read is read first.
     fn reset(&mut self, seed: Option<u64>, obs: &mut [O]) {
         if self.pending {
-            self.step(Action::Discrete(&[]), &mut []);
+            self.read_step(&mut []);
         }
         let mut command = Vec::with_capacity(18);
         head(&mut command, b'r', 9);
@@ -737,6 +737,13 @@ impl<O: Observation> Env for Gymnasium<O> {
         if !self.pending {
             self.start_step(action, !obs.is_empty());
         }
+        self.read_step(obs)
+    }
+}
+
+impl<O: Observation> Gymnasium<O> {
+    /// Reads the answer to the step sent: the observation into `obs`, the reward, the flags and the lives.
+    fn read_step(&mut self, obs: &mut [O]) -> Step {
         self.pending = false;
         self.steps += 1;
         let head = self.receive(What::Step, 18, obs);
@@ -750,9 +757,7 @@ impl<O: Observation> Env for Gymnasium<O> {
         self.lives = lives(&head[10..]);
         Step { reward, terminated, truncated, episode: None }
     }
-}
 
-impl<O: Observation> Gymnasium<O> {
     /// Sends the step's command: 's', or 'q' for a step whose observation the caller drops (not sent). An action
     /// that does not fit the action space ends the run, naming the env and both sizes.
     fn start_step(&mut self, action: Action, with_obs: bool) {
