@@ -1,6 +1,8 @@
 //! Every link in README.md and docs/*.md resolves: a relative link names a file of the repository
 //! (and, with `#anchor`, a heading of that file); every page under docs/ is linked from the README.
 //! Web links are not fetched (no network in the tests).
+
+mod common;
 use std::path::{Path, PathBuf};
 
 fn pages() -> Vec<PathBuf> {
@@ -39,15 +41,6 @@ fn links(text: &str) -> Vec<String> {
     out
 }
 
-/// GitHub's anchor for a heading: lower case, spaces to '-', punctuation dropped.
-fn slug(heading: &str) -> String {
-    let text = heading.trim_start_matches('#').trim().to_lowercase();
-    text.chars()
-        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
-        .map(|c| if c == ' ' { '-' } else { c })
-        .collect()
-}
-
 /// Every relative link of README.md and docs/*.md names a file of the repository; with `#anchor`, a heading of that
 /// file, or a line of a source file.
 #[test]
@@ -74,7 +67,7 @@ fn every_link_resolves() {
                     if n == 0 || n > text.lines().count() {
                         broken.push(format!("{}: {target} (past the file's end)", page.display()));
                     }
-                } else if !text.lines().filter(|l| l.starts_with('#')).any(|h| slug(h) == anchor) {
+                } else if !text.lines().filter(|l| l.starts_with('#')).any(|h| common::slug(h) == anchor) {
                     broken.push(format!("{}: {target} (no heading #{anchor})", page.display()));
                 }
             }

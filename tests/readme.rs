@@ -249,15 +249,6 @@ fn test_files() -> Vec<TestFile> {
     out
 }
 
-/// GitHub's anchor for a heading, as tests/links.rs derives it: lower case, spaces to '-', punctuation dropped.
-fn slug(heading: &str) -> String {
-    let text = heading.trim_start_matches('#').trim().to_lowercase();
-    text.chars()
-        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
-        .map(|c| if c == ' ' { '-' } else { c })
-        .collect()
-}
-
 /// The heading of a test's entry: `ppo: same_seed_same_metrics_on_cpu`, anchor `ppo-same_seed_same_metrics_on_cpu`.
 fn test_heading(file: &TestFile, test: &str) -> String {
     format!("{}: {test}", file.prefix)
@@ -308,7 +299,11 @@ fn tests_list() -> String {
         out.extend(file.doc.iter().map(|p| wrap(p)));
         for test in &file.tests {
             let heading = test_heading(&file, &test.name);
-            assert!(anchors.insert(slug(&heading)), "two tests' entries have the anchor #{}", slug(&heading));
+            assert!(
+                anchors.insert(common::slug(&heading)),
+                "two tests' entries have the anchor #{}",
+                common::slug(&heading)
+            );
             out.push(format!("#### {heading}"));
             if test.doc.is_empty() {
                 out.push("No doc comment.".to_string());
@@ -466,7 +461,7 @@ fn entry_link(page: &str, file: &TestFile, name: &str) -> String {
     } else {
         TESTS_PAGE
     };
-    format!("{to}#{}", slug(&test_heading(file, name)))
+    format!("{to}#{}", common::slug(&test_heading(file, name)))
 }
 
 /// A test a page cites in prose, `` `tests/<file>.rs::<name>` ``: where its span starts and ends in `line`, its

@@ -574,3 +574,12 @@ pub fn kernel_pin() -> Vec<(&'static str, &'static str)> {
     ];
     PIN.into_iter().filter(|(name, _)| std::env::var_os(name).is_none()).collect()
 }
+
+/// GitHub's anchor for a heading: lower case, spaces to '-', punctuation dropped.
+pub fn slug(heading: &str) -> String {
+    let text = heading.trim_start_matches('#').trim().to_lowercase();
+    text.chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
